@@ -1,0 +1,142 @@
+# nyx-exec: plain GNU make, no configure step.  See README.md.
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+SBINDIR ?= $(PREFIX)/bin
+MANDIR ?= $(PREFIX)/share/man
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR ?= $(PREFIX)/share/zsh/site-functions
+PKG_CONFIG ?= pkg-config
+O ?= build
+WERROR ?= -Werror
+
+TOOLS := nyx-route-inspect
+DAEMONS := nyx-sandboxd
+PROGS := $(TOOLS) $(DAEMONS)
+PKGS := libcurl yaml-0.1 libcrypto
+SRV_PKGS := libmicrohttpd
+
+# Debian 12's libjq 1.6 ships no pkg-config file: fall back to -ljq.
+JQ_LIBS ?= $(shell $(PKG_CONFIG) --libs libjq 2>/dev/null || echo -ljq)
+
+ifeq ($(filter deps clean lint-shell help,$(MAKECMDGOALS)),)
+ifneq ($(shell $(PKG_CONFIG) --exists $(PKGS) $(SRV_PKGS) && echo yes),yes)
+$(error missing build dependencies ($(PKGS) $(SRV_PKGS)); run 'sudo make deps')
+endif
+endif
+
+NYX_CPPFLAGS := -Ilib -D_GNU_SOURCE -DOPENSSL_API_COMPAT=30000 \
+	-DOPENSSL_NO_DEPRECATED
+NYX_CFLAGS := -std=c11 -O2 -g -Wall -Wextra -Wshadow -Wformat=2 \
+	-Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter \
+	-fstack-protector-strong $(WERROR) \
+	$(shell $(PKG_CONFIG) --cflags $(PKGS) $(SRV_PKGS) 2>/dev/null)
+LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null) $(JQ_LIBS)
+SRV_LIBS := $(shell $(PKG_CONFIG) --libs $(SRV_PKGS) 2>/dev/null) -lpthread
+
+LIBSRC := $(wildcard lib/nyx_*.c)
+LIBOBJ := $(patsubst %.c,$(O)/obj/%.o,$(LIBSRC))
+UNITSRC := $(wildcard tests/unit/test_*.c)
+UNITBIN := $(patsubst tests/unit/%.c,$(O)/tests/%,$(UNITSRC))
+
+all: $(PROGS:%=$(O)/bin/%) $(UNITBIN)
+
+$(O)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(NYX_CPPFLAGS) $(CPPFLAGS) $(NYX_CFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+$(O)/libnyx.a: $(LIBOBJ)
+	$(AR) rcs $@ $^
+
+$(O)/bin/nyx-sandboxd: $(O)/obj/cmd/nyx-sandboxd.o $(O)/libnyx.a
+	@mkdir -p $(@D)
+	$(CC) $(NYX_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(SRV_LIBS) $(LIBS) $(LDLIBS)
+
+$(O)/bin/%: $(O)/obj/cmd/%.o $(O)/libnyx.a
+	@mkdir -p $(@D)
+	$(CC) $(NYX_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS) $(LDLIBS)
+
+$(O)/tests/%: $(O)/obj/tests/unit/%.o $(O)/libnyx.a
+	@mkdir -p $(@D)
+	$(CC) $(NYX_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS) $(LDLIBS)
+
+-include $(LIBOBJ:.o=.d) $(PROGS:%=$(O)/obj/cmd/%.d) $(UNITSRC:tests/unit/%.c=$(O)/obj/tests/unit/%.d)
+.SECONDARY:
+
+# ---- tests ----
+# The one test command: the bats suites over TAP, summarised by prove.
+PROVE ?= prove
+JOBS ?= 2
+check: all
+	NYX_BIN=$(abspath $(O)/bin) NYX_TESTBIN=$(abspath $(O)/tests) \
+	    $(PROVE) -j$(JOBS) --exec 'bats --tap' tests/*.bats
+
+ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+	-fno-sanitize-recover=all
+asan:
+	$(MAKE) O=build/asan CFLAGS='$(ASAN_FLAGS) $(CFLAGS)' \
+	    LDFLAGS='-fsanitize=address,undefined $(LDFLAGS)' check
+
+# Every test again with each tool run under valgrind (wrapper scripts).
+valgrind-check: all
+	@mkdir -p $(O)/valgrind-bin
+	@for p in $(PROGS); do \
+	    printf '#!/bin/sh\nexec valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite %s "$$@"\n' \
+	        "$(abspath $(O)/bin)/$$p" > $(O)/valgrind-bin/$$p; \
+	    chmod +x $(O)/valgrind-bin/$$p; done
+	NYX_BIN=$(abspath $(O)/valgrind-bin) NYX_TESTBIN=$(abspath $(O)/tests) \
+	    NYX_UNDER_VALGRIND=1 $(PROVE) -j$(JOBS) --exec 'bats --tap' tests/*.bats
+
+# ---- lint ----
+BANNED := sprintf|vsprintf|strcpy|strcat|strncat|strncpy|gets|strtok|atoi|atol|atof|system|popen|signal
+CSRC := $(wildcard cmd/*.c lib/*.c lib/*.h tests/unit/*.c tests/unit/*.h)
+SHSRC := $(wildcard tests/helpers/*.bash bench/*.sh examples/*.sh .ci/run) completions/bash/nyx
+lint:
+	clang-format --dry-run -Werror $(CSRC)
+	cppcheck -q --error-exitcode=1 --std=c11 --enable=warning,portability \
+	    --inline-suppr --suppress=missingIncludeSystem -Ilib $(CSRC)
+	shellcheck -s bash $(SHSRC)
+	mandoc -Tlint -Wwarning man/*
+	@if grep -nEw '($(BANNED))[[:space:]]*\(' $(CSRC) | grep -v 'lint-ok'; then \
+	    echo 'banned function used (see STYLE.md)'; exit 1; fi
+	@echo lint clean
+
+# ---- demo: the main job on the embedded default (a local nyx-sandboxd) ----
+demo: all
+	@sh examples/demo.sh $(abspath $(O)/bin)
+
+# ---- dependencies (Debian 12) ----
+DEBS := build-essential pkg-config libcurl4-openssl-dev libjq-dev libonig-dev \
+	libyaml-dev libssl-dev libsqlite3-dev libmicrohttpd-dev bubblewrap \
+	bats bats-assert bats-support jq curl python3 nodejs mandoc cppcheck \
+	shellcheck clang-format valgrind zsh
+deps:
+	@if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update && DEBIAN_FRONTEND=noninteractive \
+	    apt-get install -y --no-install-recommends $(DEBS); \
+	else echo "run as root: apt-get install -y $(DEBS)"; fi
+
+# ---- install ----
+install: all
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 \
+	    $(DESTDIR)$(MANDIR)/man7 $(DESTDIR)$(MANDIR)/man8 \
+	    $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR)
+	install -m 0755 $(PROGS:%=$(O)/bin/%) $(DESTDIR)$(BINDIR)
+	install -m 0644 $(wildcard man/*.1) $(DESTDIR)$(MANDIR)/man1
+	install -m 0644 man/nyx.7 $(DESTDIR)$(MANDIR)/man7
+	install -m 0644 $(wildcard man/*.8) $(DESTDIR)$(MANDIR)/man8
+	install -m 0644 completions/bash/nyx $(DESTDIR)$(BASHCOMPDIR)/nyx
+	for p in $(PROGS); do ln -sf nyx $(DESTDIR)$(BASHCOMPDIR)/$$p; done
+	install -m 0644 completions/zsh/_nyx $(DESTDIR)$(ZSHCOMPDIR)/_nyx
+
+uninstall:
+	rm -f $(PROGS:%=$(DESTDIR)$(BINDIR)/%)
+	rm -f $(patsubst man/%,$(DESTDIR)$(MANDIR)/man1/%,$(wildcard man/*.1))
+	rm -f $(DESTDIR)$(MANDIR)/man7/nyx.7
+	rm -f $(patsubst man/%,$(DESTDIR)$(MANDIR)/man8/%,$(wildcard man/*.8))
+	rm -f $(DESTDIR)$(BASHCOMPDIR)/nyx $(PROGS:%=$(DESTDIR)$(BASHCOMPDIR)/%)
+	rm -f $(DESTDIR)$(ZSHCOMPDIR)/_nyx
+
+clean:
+	rm -rf build
+
+.PHONY: all check asan valgrind-check lint demo deps install uninstall clean

@@ -1,0 +1,285 @@
+#include "nyx_cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "nyx_hash.h"
+#include "nyx_json.h"
+#include "nyx_log.h"
+#include "nyx_version.h"
+
+static const char *prog = "nyx";
+static char diag[4 + 32 + 1];
+static bool pretty;
+static bool stdout_failed;
+static int stdout_errno;
+
+void
+nyx_cli_init(const char *name)
+{
+	struct sigaction sa;
+	char hex[33];
+	int fd;
+
+	prog = name;
+	nyx_log_init(name);
+	/* make sure 0-2 are open so no file we open lands on them */
+	while ((fd = open("/dev/null", O_RDWR)) >= 0 && fd <= 2)
+		;
+	if (fd > 2)
+		close(fd);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = SIG_IGN;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGPIPE, &sa, NULL);
+	if (nyx_random_hex(hex, 16) < 0) {
+		fprintf(stderr, "%s: error: no randomness available\n", prog);
+		exit(NYX_EXIT_OSERR);
+	}
+	snprintf(diag, sizeof(diag), "nyx-%s", hex);
+}
+
+const char *
+nyx_cli_prog(void)
+{
+	return prog;
+}
+
+const char *
+nyx_cli_diag(void)
+{
+	return diag;
+}
+
+void
+nyx_cli_set_pretty(bool p)
+{
+	pretty = p;
+}
+
+void
+nyx_cli_usage(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: usage: ", prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nTry '%s --help'\n", prog);
+	exit(NYX_EXIT_USAGE);
+}
+
+static const char common_help[] =
+    "Common options:\n"
+    "  -h, --help              print this help and exit\n"
+    "  -V, --version           print the version and exit\n"
+    "  -c, --config FILE       read the configuration from FILE\n"
+    "  -p, --profile NAME      use configuration profile NAME\n"
+    "  -v, --verbose           more detail on stderr (repeat; -vvv traces "
+    "HTTP)\n"
+    "  -q, --quiet             no warnings on stderr\n"
+    "      --pretty            indent JSON records for humans\n";
+
+static const char net_help[] =
+    "Network options:\n"
+    "      --base-url URL      NyxID public API base URL\n"
+    "      --token-file FILE   source-readable token (inventory, route "
+    "writes)\n"
+    "      --exec-token-file FILE  token sent on execution calls\n"
+    "      --timeout SECS      bound on each HTTP exchange\n";
+
+static const char state_help[] =
+    "State options:\n"
+    "      --state-dir DIR     ledger, secrets and audit log directory\n";
+
+static void
+help(const struct nyx_cli_spec *spec)
+{
+	printf("usage: %s %s\n\n", prog, spec->synopsis);
+	if (spec->options != NULL && *spec->options != '\0')
+		printf("Options:\n%s\n", spec->options);
+	fputs(common_help, stdout);
+	if (spec->flags & NYX_CLI_NET)
+		printf("\n%s", net_help);
+	if (spec->flags & NYX_CLI_STATE)
+		printf("\n%s", state_help);
+	printf("\nSee %s(%s) and nyx(7).\n", prog,
+	    strcmp(prog, "nyx-sandboxd") == 0 ? "8" : "1");
+}
+
+int
+nyx_cli_parse(int argc, char **argv, const struct nyx_cli_spec *spec,
+    void *ctx, struct nyx_common *cm)
+{
+	static const struct option common[] = {
+	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},
+	    {"config", required_argument, NULL, 'c'},
+	    {"profile", required_argument, NULL, 'p'},
+	    {"verbose", no_argument, NULL, 'v'},
+	    {"quiet", no_argument, NULL, 'q'},
+	    {"pretty", no_argument, NULL, NYX_OPT_PRETTY},
+	};
+	static const struct option net[] = {
+	    {"base-url", required_argument, NULL, NYX_OPT_BASE_URL},
+	    {"token-file", required_argument, NULL, NYX_OPT_TOKEN_FILE},
+	    {"exec-token-file", required_argument, NULL,
+		NYX_OPT_EXEC_TOKEN_FILE},
+	    {"timeout", required_argument, NULL, NYX_OPT_TIMEOUT},
+	};
+	static const struct option state[] = {
+	    {"state-dir", required_argument, NULL, NYX_OPT_STATE_DIR},
+	};
+	struct option all[96];
+	char shortopts[128];
+	size_t n = 0, i;
+	int c;
+
+	memset(cm, 0, sizeof(*cm));
+	for (i = 0; i < sizeof(common) / sizeof(common[0]); i++)
+		all[n++] = common[i];
+	if (spec->flags & NYX_CLI_NET)
+		for (i = 0; i < sizeof(net) / sizeof(net[0]); i++)
+			all[n++] = net[i];
+	if (spec->flags & NYX_CLI_STATE)
+		all[n++] = state[0];
+	for (i = 0; spec->longopts != NULL && spec->longopts[i].name != NULL &&
+		    n < sizeof(all) / sizeof(all[0]) - 1;
+	     i++)
+		all[n++] = spec->longopts[i];
+	memset(&all[n], 0, sizeof(all[n]));
+	snprintf(shortopts, sizeof(shortopts), "+:hVc:p:vq%s",
+	    spec->shortopts ? spec->shortopts : "");
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, shortopts, all, NULL)) != -1) {
+		switch (c) {
+		case 'h':
+			help(spec);
+			exit(fflush(stdout) == 0 && !ferror(stdout)
+				? NYX_EXIT_OK
+				: NYX_EXIT_IOERR);
+		case 'V':
+			printf("%s %s\n", prog, NYX_VERSION);
+			exit(fflush(stdout) == 0 && !ferror(stdout)
+				? NYX_EXIT_OK
+				: NYX_EXIT_IOERR);
+		case 'c':
+			cm->config = optarg;
+			break;
+		case 'p':
+			cm->profile = optarg;
+			break;
+		case 'v':
+			cm->verbose++;
+			break;
+		case 'q':
+			cm->quiet = 1;
+			break;
+		case NYX_OPT_PRETTY:
+			cm->pretty = true;
+			break;
+		case NYX_OPT_BASE_URL:
+			cm->base_url = optarg;
+			break;
+		case NYX_OPT_TOKEN_FILE:
+			cm->token_file = optarg;
+			break;
+		case NYX_OPT_EXEC_TOKEN_FILE:
+			cm->exec_token_file = optarg;
+			break;
+		case NYX_OPT_TIMEOUT:
+			cm->timeout = optarg;
+			break;
+		case NYX_OPT_STATE_DIR:
+			cm->state_dir = optarg;
+			break;
+		case ':':
+			nyx_cli_usage("option '%s' needs a value",
+			    argv[optind - 1]);
+		case '?':
+			if (optopt != 0)
+				nyx_cli_usage("unknown option '-%c'", optopt);
+			nyx_cli_usage("unknown option '%s'", argv[optind - 1]);
+		default:
+			if (spec->on_opt == NULL || spec->on_opt(c, optarg, ctx) < 0)
+				exit(NYX_EXIT_USAGE);
+		}
+	}
+	nyx_log_set_verbosity(cm->verbose, cm->quiet);
+	nyx_cli_set_pretty(cm->pretty);
+	return optind;
+}
+
+int
+nyx_cli_emit(jv rec)
+{
+	if (stdout_failed) {
+		jv_free(rec);
+		return -1;
+	}
+	if (nyx_json_emit(rec, pretty) < 0) {
+		stdout_failed = true;
+		stdout_errno = errno;
+		return -1;
+	}
+	return 0;
+}
+
+jv
+nyx_cli_error_record(const struct nyx_err *err)
+{
+	jv rec = jv_object();
+
+	rec = jv_object_set(rec, jv_string("v"), jv_number(1));
+	rec = jv_object_set(rec, jv_string("type"), jv_string("error"));
+	rec = jv_object_set(rec, jv_string("tool"), jv_string(prog));
+	rec = jv_object_set(rec, jv_string("code"),
+	    jv_string(err->code[0] ? err->code : "internal_error"));
+	rec = jv_object_set(rec, jv_string("class"),
+	    jv_string(nyx_exit_class(err->exit)));
+	rec = jv_object_set(rec, jv_string("exit"), jv_number(err->exit));
+	rec = jv_object_set(rec, jv_string("retryable"),
+	    jv_bool(err->retryable));
+	rec = jv_object_set(rec, jv_string("message"), jv_string(err->message));
+	rec = jv_object_set(rec, jv_string("diagnostic_id"), jv_string(diag));
+	if (err->http_status != 0)
+		rec = jv_object_set(rec, jv_string("http_status"),
+		    jv_number(err->http_status));
+	return rec;
+}
+
+int
+nyx_cli_fail(const struct nyx_err *err)
+{
+	int code = err->exit ? err->exit : NYX_EXIT_SOFTWARE;
+
+	nyx_log(NYX_LOG_ERROR, "%s: %s (%s)",
+	    err->code[0] ? err->code : "internal_error", err->message, diag);
+	nyx_cli_emit(nyx_cli_error_record(err));
+	return nyx_cli_finish(code);
+}
+
+int
+nyx_cli_finish(int code)
+{
+	if (!stdout_failed && (fflush(stdout) == EOF || ferror(stdout))) {
+		stdout_failed = true;
+		stdout_errno = errno;
+	}
+	if (stdout_failed) {
+		/* a reader that went away is not worth a message */
+		if (stdout_errno != EPIPE)
+			fprintf(stderr, "%s: error: write error on stdout: %s\n",
+			    prog, strerror(stdout_errno ? stdout_errno : EIO));
+		return NYX_EXIT_IOERR;
+	}
+	return code;
+}

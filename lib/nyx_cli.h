@@ -1,0 +1,80 @@
+/*
+ * nyx_cli: what every program shares at its edges.
+ *
+ * Start-up (program name, fds 0-2 open, SIGPIPE ignored, a fresh
+ * diagnostic id), the common flags of PRODUCT.md section 2 parsed with
+ * getopt_long alongside each program's own, --help and --version, misuse
+ * (exit 64), and the single place an error is reported: one stderr line,
+ * one error record as the last stdout line, and the exit code.
+ *
+ * This module may write stdout and exit; it is only called from cmd/.
+ */
+#ifndef NYX_CLI_H
+#define NYX_CLI_H
+
+#include <getopt.h>
+#include <stdbool.h>
+
+#include <jv.h>
+
+#include "nyx_config.h"
+#include "nyx_err.h"
+
+/* Which common flag groups a program accepts. */
+#define NYX_CLI_NET 0x1	  /* --base-url --token-file --exec-token-file --timeout */
+#define NYX_CLI_STATE 0x2 /* --state-dir */
+
+/* Option codes of long-only common flags (own long-only flags use >= 2000). */
+enum {
+	NYX_OPT_PRETTY = 1000,
+	NYX_OPT_BASE_URL,
+	NYX_OPT_TOKEN_FILE,
+	NYX_OPT_EXEC_TOKEN_FILE,
+	NYX_OPT_TIMEOUT,
+	NYX_OPT_STATE_DIR,
+};
+
+struct nyx_cli_spec {
+	const char *synopsis; /* after the program name */
+	const char *options;  /* the program's own option lines */
+	unsigned flags;	      /* NYX_CLI_NET | NYX_CLI_STATE */
+	const char *shortopts; /* the program's own short options */
+	const struct option *longopts; /* NULL-terminated, own only */
+	/* Handle an own option; return 0, or -1 for misuse (message set). */
+	int (*on_opt)(int c, const char *arg, void *ctx);
+};
+
+void nyx_cli_init(const char *prog);
+const char *nyx_cli_prog(void);
+const char *nyx_cli_diag(void);
+
+/*
+ * Parse argv.  Exits 0 after --help/--version and 64 on misuse; returns
+ * optind otherwise.  Common values land in *cm.
+ */
+int nyx_cli_parse(int argc, char **argv, const struct nyx_cli_spec *spec,
+    void *ctx, struct nyx_common *cm);
+
+/* Print "PROG: usage: msg" and "Try 'PROG --help'", exit 64. */
+_Noreturn void nyx_cli_usage(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+
+/* Emit one record on stdout (consumes it); -1 after a write error. */
+int nyx_cli_emit(jv rec);
+
+/* The error record for err (without emitting it). */
+jv nyx_cli_error_record(const struct nyx_err *err);
+
+/*
+ * Report err once: stderr line, error record, and return its exit code.
+ * Returns 74 instead when stdout cannot be written.
+ */
+int nyx_cli_fail(const struct nyx_err *err);
+
+/* The exit code after the last record: 74 when stdout failed. */
+int nyx_cli_finish(int code);
+
+/* Set when --pretty was given. */
+void nyx_cli_set_pretty(bool pretty);
+
+#endif

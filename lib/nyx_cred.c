@@ -1,0 +1,168 @@
+#include "nyx_cred.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "nyx_hash.h"
+#include "nyx_json.h"
+
+int
+nyx_cred_check(const char *token, struct nyx_err *err)
+{
+	const char *p;
+
+	if (token == NULL || *token == '\0')
+		return nyx_err_set(err, NYX_EXIT_NOPERM,
+		    "code_execution_credential_unavailable",
+		    "The credential is empty.");
+	if (strncasecmp(token, "bearer ", 7) == 0)
+		return nyx_err_set(err, NYX_EXIT_NOPERM,
+		    "code_execution_credential_unavailable",
+		    "The credential must be the bare token, without a "
+		    "'Bearer ' prefix.");
+	for (p = token; *p != '\0'; p++)
+		if (isspace((unsigned char)*p) || iscntrl((unsigned char)*p))
+			return nyx_err_set(err, NYX_EXIT_NOPERM,
+			    "code_execution_credential_unavailable",
+			    "The credential contains whitespace or control "
+			    "characters.");
+	return 0;
+}
+
+bool
+nyx_scope_has(const char *scope, const char *want)
+{
+	size_t wl = strlen(want);
+	const char *p = scope;
+
+	if (scope == NULL || wl == 0)
+		return false;
+	while (*p != '\0') {
+		size_t n;
+
+		while (isspace((unsigned char)*p))
+			p++;
+		n = 0;
+		while (p[n] != '\0' && !isspace((unsigned char)p[n]))
+			n++;
+		if (n == wl && strncmp(p, want, n) == 0)
+			return true;
+		p += n;
+	}
+	return false;
+}
+
+static bool
+all_lower_hex(const char *s, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return s[n] == '\0';
+}
+
+static void
+classify_jwt(const char *token, struct nyx_cred *out)
+{
+	const char *d1 = strchr(token, '.'), *d2;
+	char *payload;
+	size_t plen;
+	jv obj, act;
+
+	if (d1 == NULL || (d2 = strchr(d1 + 1, '.')) == NULL ||
+	    strchr(d2 + 1, '.') != NULL || d1 == token)
+		return;
+	payload = nyx_b64url_decode(d1 + 1, (size_t)(d2 - d1 - 1), &plen);
+	if (payload == NULL)
+		return;
+	obj = nyx_json_parse(payload, plen);
+	nyx_secure_zero(payload, plen);
+	free(payload);
+	if (jv_get_kind(obj) != JV_KIND_OBJECT) {
+		jv_free(obj);
+		return;
+	}
+	if (nyx_json_peek_str(obj, "sub") != NULL)
+		snprintf(out->subject, sizeof(out->subject), "%s",
+		    nyx_json_peek_str(obj, "sub"));
+	if (nyx_json_peek_str(obj, "scope") != NULL)
+		snprintf(out->scope, sizeof(out->scope), "%s",
+		    nyx_json_peek_str(obj, "scope"));
+	act = nyx_json_get(obj, "act");
+	if (nyx_json_bool(obj, "delegated") == 1 &&
+	    nyx_json_peek_str(act, "sub") != NULL)
+		out->kind = NYX_CRED_DELEGATION;
+	else if (nyx_json_bool(obj, "sa") == 1)
+		out->kind = NYX_CRED_SERVICE_ACCOUNT;
+	else if (nyx_json_bool(obj, "relay") == 1)
+		out->kind = NYX_CRED_RELAY;
+	else if (nyx_json_bool(obj, "delegated") != 1 &&
+	    !nyx_json_has(obj, "act") && nyx_json_peek_str(obj, "token_type") &&
+	    strcmp(nyx_json_peek_str(obj, "token_type"), "access") == 0)
+		out->kind = NYX_CRED_USER;
+	jv_free(act);
+	jv_free(obj);
+}
+
+void
+nyx_cred_classify(const char *token, struct nyx_cred *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (token == NULL)
+		return;
+	if (strncmp(token, "nyxid_ag_", 9) == 0) {
+		if (strlen(token) == 9 + 64 && all_lower_hex(token + 9, 64)) {
+			out->kind = NYX_CRED_AGENT_KEY;
+			/* the public prefix, as NyxID stores it */
+			snprintf(out->subject, sizeof(out->subject), "%.17s",
+			    token);
+		} else {
+			out->kind = NYX_CRED_API_KEY;
+		}
+		return;
+	}
+	if (strncmp(token, "nyxid_", 6) == 0 || strncmp(token, "nyx_", 4) == 0) {
+		out->kind = NYX_CRED_API_KEY;
+		return;
+	}
+	classify_jwt(token, out);
+}
+
+bool
+nyx_cred_source_readable(const struct nyx_cred *c)
+{
+	return c->kind == NYX_CRED_USER ||
+	    (c->kind == NYX_CRED_DELEGATION &&
+		nyx_scope_has(c->scope, "account:read"));
+}
+
+bool
+nyx_cred_can_write(const struct nyx_cred *c)
+{
+	return c->kind == NYX_CRED_USER;
+}
+
+const char *
+nyx_cred_kind_name(enum nyx_cred_kind k)
+{
+	switch (k) {
+	case NYX_CRED_USER:
+		return "user access token";
+	case NYX_CRED_DELEGATION:
+		return "delegation token";
+	case NYX_CRED_SERVICE_ACCOUNT:
+		return "service account token";
+	case NYX_CRED_RELAY:
+		return "relay token";
+	case NYX_CRED_AGENT_KEY:
+		return "Agent Key";
+	case NYX_CRED_API_KEY:
+		return "API key";
+	default:
+		return "unrecognised credential";
+	}
+}

@@ -1,0 +1,500 @@
+#include "nyx_http.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <curl/curl.h>
+
+#include "nyx_hash.h"
+#include "nyx_log.h"
+#include "nyx_version.h"
+
+struct nyx_http {
+	CURL *easy;  /* sequential requests share it, and its connections */
+	CURLM *multi;
+	long connects;
+};
+
+/* Per-transfer state handed to the callbacks. */
+struct xfer {
+	struct nyx_http_resp *resp;
+	size_t max_body;
+	bool too_large;
+	struct curl_slist *hdrs;
+	const struct nyx_http_req *req;
+	long t0;
+};
+
+int
+nyx_http_global_init(void)
+{
+	return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
+}
+
+void
+nyx_http_global_cleanup(void)
+{
+	curl_global_cleanup();
+}
+
+struct nyx_http *
+nyx_http_new(void)
+{
+	struct nyx_http *h = calloc(1, sizeof(*h));
+
+	if (h == NULL)
+		return NULL;
+	h->easy = curl_easy_init();
+	if (h->easy == NULL) {
+		free(h);
+		return NULL;
+	}
+	return h;
+}
+
+void
+nyx_http_free(struct nyx_http *h)
+{
+	if (h == NULL)
+		return;
+	curl_easy_cleanup(h->easy);
+	if (h->multi != NULL)
+		curl_multi_cleanup(h->multi);
+	free(h);
+}
+
+long
+nyx_http_connects(const struct nyx_http *h)
+{
+	return h->connects;
+}
+
+void
+nyx_http_resp_free(struct nyx_http_resp *r)
+{
+	if (r == NULL)
+		return;
+	nyx_buf_free(&r->body);
+	free(r->etag);
+	free(r->retry_after);
+	free(r->location);
+	free(r->content_type);
+	r->etag = r->retry_after = r->location = r->content_type = NULL;
+}
+
+static size_t
+on_body(char *p, size_t sz, size_t nm, void *ud)
+{
+	struct xfer *x = ud;
+	size_t n = sz * nm;
+
+	if (x->resp->body.len + n > x->max_body) {
+		x->too_large = true;
+		return 0; /* abort the transfer: stop reading now */
+	}
+	if (nyx_buf_add(&x->resp->body, p, n) < 0)
+		return 0;
+	return n;
+}
+
+static char *
+hdr_value(const char *p, size_t n)
+{
+	while (n > 0 && (*p == ' ' || *p == '\t')) {
+		p++;
+		n--;
+	}
+	while (n > 0 && (p[n - 1] == '\r' || p[n - 1] == '\n' ||
+			    p[n - 1] == ' ' || p[n - 1] == '\t'))
+		n--;
+	return strndup(p, n);
+}
+
+static void
+set_hdr(char **dst, const char *p, size_t n)
+{
+	free(*dst);
+	*dst = hdr_value(p, n);
+}
+
+static size_t
+on_header(char *p, size_t sz, size_t nm, void *ud)
+{
+	struct xfer *x = ud;
+	struct nyx_http_resp *r = x->resp;
+	size_t n = sz * nm, klen;
+	const char *colon;
+
+	if (n >= 5 && strncmp(p, "HTTP/", 5) == 0) {
+		/* a new status line (after 1xx): forget earlier headers */
+		r->hdr_names[0] = '\0';
+		return n;
+	}
+	colon = memchr(p, ':', n);
+	if (colon == NULL)
+		return n;
+	klen = (size_t)(colon - p);
+	{
+		size_t used = strlen(r->hdr_names);
+
+		if (used + klen + 3 < sizeof(r->hdr_names)) {
+			if (used > 0) {
+				memcpy(r->hdr_names + used, ", ", 2);
+				used += 2;
+			}
+			memcpy(r->hdr_names + used, p, klen);
+			r->hdr_names[used + klen] = '\0';
+		}
+	}
+	colon++;
+	n -= klen + 1;
+	if (klen == 4 && strncasecmp(p, "etag", 4) == 0)
+		set_hdr(&r->etag, colon, n);
+	else if (klen == 11 && strncasecmp(p, "retry-after", 11) == 0)
+		set_hdr(&r->retry_after, colon, n);
+	else if (klen == 8 && strncasecmp(p, "location", 8) == 0)
+		set_hdr(&r->location, colon, n);
+	else if (klen == 12 && strncasecmp(p, "content-type", 12) == 0)
+		set_hdr(&r->content_type, colon, n);
+	else if (klen == 14 && strncasecmp(p, "content-length", 14) == 0) {
+		char *v = hdr_value(colon, n), *end;
+		unsigned long long len;
+
+		if (v != NULL) {
+			errno = 0;
+			len = strtoull(v, &end, 10);
+			/* a declared body over the cap is not read at all */
+			if (errno == 0 && *end == '\0' && len > x->max_body) {
+				x->too_large = true;
+				free(v);
+				return 0;
+			}
+			free(v);
+		}
+	}
+	return sz * nm;
+}
+
+static int
+setup(CURL *c, const struct nyx_http_req *req, struct nyx_http_resp *resp,
+    struct xfer *x)
+{
+	const char *const *hp;
+	const char *method = req->method ? req->method : "GET";
+	long tmo = req->timeout_ms > 0 ? req->timeout_ms : NYX_HTTP_EXCHANGE_MS;
+
+	memset(x, 0, sizeof(*x));
+	x->resp = resp;
+	x->req = req;
+	x->max_body = req->max_body ? req->max_body : NYX_HTTP_MAX_BODY;
+	nyx_buf_init(&resp->body, 0);
+	resp->status = 0;
+	resp->fail = NYX_HTTP_OK;
+	resp->errmsg[0] = '\0';
+	resp->hdr_names[0] = '\0';
+
+	curl_easy_reset(c); /* keeps the connection cache */
+	for (hp = req->headers; hp != NULL && *hp != NULL; hp++) {
+		struct curl_slist *n = curl_slist_append(x->hdrs, *hp);
+
+		if (n == NULL)
+			return -1;
+		x->hdrs = n;
+	}
+	/* never wait for 100-continue */
+	x->hdrs = curl_slist_append(x->hdrs, "Expect:");
+	if (x->hdrs == NULL)
+		return -1;
+	curl_easy_setopt(c, CURLOPT_URL, req->url);
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, tmo);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, tmo < 10000 ? tmo : 10000L);
+	curl_easy_setopt(c, CURLOPT_USERAGENT, "nyx-exec/" NYX_VERSION);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, x->hdrs);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, x);
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(c, CURLOPT_HEADERDATA, x);
+	curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)x->max_body);
+	/* an operator proxy applies to remote hosts, never to loopback */
+	curl_easy_setopt(c, CURLOPT_NOPROXY, "localhost,127.0.0.0/8,::1");
+	curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
+	curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
+	if (req->fresh_connect) {
+		curl_easy_setopt(c, CURLOPT_FRESH_CONNECT, 1L);
+		curl_easy_setopt(c, CURLOPT_FORBID_REUSE, 1L);
+	}
+	if (strcmp(method, "GET") != 0 || req->body != NULL) {
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, req->body ? req->body : "");
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE,
+		    (curl_off_t)(req->body ? req->body_len : 0));
+		if (strcmp(method, "POST") != 0)
+			curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	}
+	return 0;
+}
+
+static void
+trace(const struct nyx_http_req *req, const struct nyx_http_resp *resp)
+{
+	CURLU *u;
+	char *path = NULL, *query = NULL;
+	char hdrs[512] = "";
+	const char *const *hp;
+
+	if (!nyx_log_enabled(NYX_LOG_TRACE))
+		return;
+	for (hp = req->headers; hp != NULL && *hp != NULL; hp++) {
+		const char *colon = strchr(*hp, ':');
+		size_t used = strlen(hdrs);
+		size_t kl = colon ? (size_t)(colon - *hp) : 0;
+
+		if (kl > 0 && used + kl + 3 < sizeof(hdrs))
+			snprintf(hdrs + used, sizeof(hdrs) - used, "%s%.*s",
+			    used ? ", " : "", (int)kl, *hp);
+	}
+	u = curl_url();
+	if (u != NULL && curl_url_set(u, CURLUPART_URL, req->url, 0) == CURLUE_OK) {
+		curl_url_get(u, CURLUPART_PATH, &path, 0);
+		curl_url_get(u, CURLUPART_QUERY, &query, 0);
+	}
+	/* nyx_log masks the _nyxid_via value */
+	nyx_log(NYX_LOG_TRACE, "http: %s %s%s%s -> %ld in %ld ms; sent [%s]; "
+	    "received [%s]", req->method ? req->method : "GET",
+	    path ? path : "?", query ? "?" : "", query ? query : "",
+	    resp->status, resp->elapsed_ms, hdrs, resp->hdr_names);
+	curl_free(path);
+	curl_free(query);
+	curl_url_cleanup(u);
+}
+
+static void
+wipe_slist(struct curl_slist *l)
+{
+	struct curl_slist *p;
+
+	for (p = l; p != NULL; p = p->next)
+		nyx_secure_zero(p->data, strlen(p->data));
+	curl_slist_free_all(l);
+}
+
+/* Classify a finished transfer; returns 0 when an HTTP answer is usable. */
+static int
+finish(CURL *c, CURLcode rc, struct xfer *x, struct nyx_http *h)
+{
+	struct nyx_http_resp *r = x->resp;
+	long status = 0, nconn = 0;
+	double secs = 0;
+
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_getinfo(c, CURLINFO_TOTAL_TIME, &secs);
+	curl_easy_getinfo(c, CURLINFO_NUM_CONNECTS, &nconn);
+	h->connects += nconn;
+	r->elapsed_ms = (long)(secs * 1000);
+	r->status = status;
+	wipe_slist(x->hdrs);
+	x->hdrs = NULL;
+	if (x->too_large || rc == CURLE_FILESIZE_EXCEEDED) {
+		r->fail = NYX_HTTP_TOO_LARGE;
+		snprintf(r->errmsg, sizeof(r->errmsg),
+		    "response body exceeds %zu bytes", x->max_body);
+		nyx_buf_free(&r->body);
+	} else if (rc == CURLE_OPERATION_TIMEDOUT) {
+		r->fail = NYX_HTTP_TIMEOUT;
+		r->status = 0;
+		snprintf(r->errmsg, sizeof(r->errmsg), "%s",
+		    curl_easy_strerror(rc));
+	} else if (rc != CURLE_OK) {
+		r->fail = NYX_HTTP_TRANSPORT;
+		r->status = 0;
+		snprintf(r->errmsg, sizeof(r->errmsg), "%s",
+		    curl_easy_strerror(rc));
+	}
+	trace(x->req, r);
+	return r->fail == NYX_HTTP_OK ? 0 : -1;
+}
+
+int
+nyx_http_do(struct nyx_http *h, const struct nyx_http_req *req,
+    struct nyx_http_resp *resp)
+{
+	struct xfer x;
+	CURLcode rc;
+
+	if (setup(h->easy, req, resp, &x) < 0) {
+		wipe_slist(x.hdrs);
+		resp->fail = NYX_HTTP_TRANSPORT;
+		snprintf(resp->errmsg, sizeof(resp->errmsg), "out of memory");
+		return -1;
+	}
+	rc = curl_easy_perform(h->easy);
+	return finish(h->easy, rc, &x, h);
+}
+
+size_t
+nyx_http_do_many(struct nyx_http *h, const struct nyx_http_req *reqs,
+    struct nyx_http_resp *resps, size_t n, size_t max_inflight)
+{
+	struct slot {
+		CURL *c;
+		struct xfer x;
+		size_t idx;
+		bool busy;
+	} *slots;
+	size_t next = 0, done = 0, answered = 0, i, nslots;
+	int running;
+
+	if (n == 0)
+		return 0;
+	if (max_inflight == 0)
+		max_inflight = 1;
+	nslots = n < max_inflight ? n : max_inflight;
+	if (h->multi == NULL) {
+		h->multi = curl_multi_init();
+		if (h->multi == NULL)
+			return 0;
+	}
+	curl_multi_setopt(h->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS,
+	    (long)nslots);
+	curl_multi_setopt(h->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)nslots);
+	slots = calloc(nslots, sizeof(*slots));
+	if (slots == NULL)
+		return 0;
+	for (i = 0; i < nslots; i++) {
+		slots[i].c = curl_easy_init();
+		if (slots[i].c == NULL)
+			goto out;
+	}
+	while (done < n) {
+		CURLMsg *m;
+		int left;
+
+		for (i = 0; i < nslots && next < n; i++) {
+			if (slots[i].busy)
+				continue;
+			slots[i].idx = next;
+			if (setup(slots[i].c, &reqs[next], &resps[next],
+				&slots[i].x) < 0) {
+				wipe_slist(slots[i].x.hdrs);
+				resps[next].fail = NYX_HTTP_TRANSPORT;
+				next++;
+				done++;
+				continue;
+			}
+			curl_easy_setopt(slots[i].c, CURLOPT_PRIVATE, &slots[i]);
+			curl_multi_add_handle(h->multi, slots[i].c);
+			slots[i].busy = true;
+			next++;
+		}
+		if (curl_multi_perform(h->multi, &running) != CURLM_OK)
+			break;
+		while ((m = curl_multi_info_read(h->multi, &left)) != NULL) {
+			struct slot *s = NULL;
+
+			if (m->msg != CURLMSG_DONE)
+				continue;
+			curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE,
+			    (char **)&s);
+			if (s == NULL)
+				continue;
+			if (finish(s->c, m->data.result, &s->x, h) == 0)
+				answered++;
+			curl_multi_remove_handle(h->multi, s->c);
+			s->busy = false;
+			done++;
+		}
+		if (done < n && running > 0)
+			curl_multi_poll(h->multi, NULL, 0, 1000, NULL);
+	}
+out:
+	for (i = 0; i < nslots; i++) {
+		if (slots[i].c == NULL)
+			continue;
+		if (slots[i].busy) {
+			curl_multi_remove_handle(h->multi, slots[i].c);
+			wipe_slist(slots[i].x.hdrs);
+		}
+		curl_easy_cleanup(slots[i].c);
+	}
+	free(slots);
+	return answered;
+}
+
+static bool
+is_loopback(const char *host)
+{
+	size_t i, dots = 0;
+
+	if (strcasecmp(host, "localhost") == 0 || strcmp(host, "[::1]") == 0 ||
+	    strcmp(host, "::1") == 0)
+		return true;
+	if (strncmp(host, "127.", 4) != 0)
+		return false;
+	for (i = 0; host[i] != '\0'; i++) {
+		if (host[i] == '.')
+			dots++;
+		else if (!isdigit((unsigned char)host[i]))
+			return false;
+	}
+	return dots == 3;
+}
+
+int
+nyx_http_check_base_url(const char *url, struct nyx_err *err)
+{
+	CURLU *u = curl_url();
+	char *scheme = NULL, *host = NULL, *user = NULL, *query = NULL,
+	     *frag = NULL;
+	int rc = -1;
+
+	if (u == NULL)
+		return nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
+	if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK ||
+	    curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+	    curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK) {
+		nyx_err_set(err, NYX_EXIT_CONFIG, "base_url_invalid",
+		    "the base URL is not a valid absolute URL");
+		goto out;
+	}
+	curl_url_get(u, CURLUPART_USER, &user, 0);
+	curl_url_get(u, CURLUPART_QUERY, &query, 0);
+	curl_url_get(u, CURLUPART_FRAGMENT, &frag, 0);
+	if (user != NULL || query != NULL || frag != NULL) {
+		nyx_err_set(err, NYX_EXIT_CONFIG, "base_url_invalid",
+		    "the base URL must not carry credentials, a query or a "
+		    "fragment");
+		goto out;
+	}
+	if (strcmp(scheme, "https") == 0 ||
+	    (strcmp(scheme, "http") == 0 && is_loopback(host)))
+		rc = 0;
+	else
+		nyx_err_set(err, NYX_EXIT_CONFIG, "base_url_insecure",
+		    "the base URL must use https unless the host is loopback");
+out:
+	curl_free(scheme);
+	curl_free(host);
+	curl_free(user);
+	curl_free(query);
+	curl_free(frag);
+	curl_url_cleanup(u);
+	return rc;
+}
+
+char *
+nyx_http_escape(const char *s)
+{
+	char *e = curl_easy_escape(NULL, s, 0), *out;
+
+	if (e == NULL)
+		return NULL;
+	out = strdup(e);
+	curl_free(e);
+	return out;
+}

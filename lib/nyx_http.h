@@ -1,0 +1,95 @@
+/*
+ * nyx_http: HTTP exchanges on libcurl.  The only file that includes curl.
+ *
+ * Every exchange has a total time bound, a response body cap (enforced from
+ * Content-Length before reading and again while reading), follows no
+ * redirects, speaks only http/https, and reuses connections unless the
+ * request asks for a fresh one (WIRE.md 4.4: non-retryable requests must
+ * never be silently resent by libcurl on a dead reused connection).
+ *
+ * nyx_http_do() returns 0 when an HTTP answer arrived (of any status) and
+ * -1 when none did or it was unusable, with resp->fail saying why.  A
+ * response owns its buffers; nyx_http_resp_free() releases them.
+ * nyx_http_do_many() runs several requests concurrently over the multi
+ * interface with a bound on requests and connections in flight.
+ */
+#ifndef NYX_HTTP_H
+#define NYX_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "nyx_buf.h"
+#include "nyx_err.h"
+
+#define NYX_HTTP_MAX_BODY (1024u * 1024u)
+#define NYX_HTTP_EXCHANGE_MS 15000L
+
+enum nyx_http_fail {
+	NYX_HTTP_OK = 0,
+	NYX_HTTP_TRANSPORT, /* refused, reset, DNS, TLS, dropped */
+	NYX_HTTP_TIMEOUT,   /* the exchange's time bound passed */
+	NYX_HTTP_TOO_LARGE, /* the body exceeded max_body */
+};
+
+struct nyx_http_req {
+	const char *method; /* "GET" when NULL */
+	const char *url;
+	const char *const *headers; /* NULL-terminated "Name: value" */
+	const char *body;	    /* NULL: no body */
+	size_t body_len;
+	long timeout_ms; /* 0: NYX_HTTP_EXCHANGE_MS */
+	size_t max_body; /* 0: NYX_HTTP_MAX_BODY */
+	bool fresh_connect;
+};
+
+struct nyx_http_resp {
+	long status; /* 0 when no HTTP answer */
+	enum nyx_http_fail fail;
+	struct nyx_buf body;
+	char *etag;
+	char *retry_after;
+	char *location;
+	char *content_type;
+	long elapsed_ms;
+	char errmsg[160]; /* libcurl's generic text, never a body */
+	char hdr_names[512];
+};
+
+#define NYX_HTTP_RESP_ZERO {0, NYX_HTTP_OK, NYX_BUF_ZERO, NULL, NULL, NULL, NULL, 0, "", ""}
+
+struct nyx_http;
+
+int nyx_http_global_init(void);
+void nyx_http_global_cleanup(void);
+
+struct nyx_http *nyx_http_new(void);
+void nyx_http_free(struct nyx_http *h);
+
+int nyx_http_do(struct nyx_http *h, const struct nyx_http_req *req,
+    struct nyx_http_resp *resp);
+
+/*
+ * Run n requests, at most max_inflight at once (and as many connections);
+ * resps[i] answers reqs[i].  Returns the number of requests that got an
+ * HTTP answer.
+ */
+size_t nyx_http_do_many(struct nyx_http *h, const struct nyx_http_req *reqs,
+    struct nyx_http_resp *resps, size_t n, size_t max_inflight);
+
+void nyx_http_resp_free(struct nyx_http_resp *resp);
+
+/*
+ * Validate a base URL: http or https, https unless the host is loopback
+ * (127.0.0.0/8, ::1, localhost), no credentials, query or fragment.
+ * Returns 0 or -1 (exit 78).
+ */
+int nyx_http_check_base_url(const char *url, struct nyx_err *err);
+
+/* Percent-encode one path or query component into a new heap string. */
+char *nyx_http_escape(const char *s);
+
+/* Number of TCP connections opened by this handle so far. */
+long nyx_http_connects(const struct nyx_http *h);
+
+#endif

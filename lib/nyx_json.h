@@ -1,0 +1,63 @@
+/*
+ * nyx_json: NDJSON in and out on libjq's jv, our data model.
+ *
+ * Ownership follows libjq everywhere: a function consumes the jv it is
+ * given; keep one with jv_copy().  Getters named *_peek_* borrow: the
+ * pointer they return lives as long as the object passed in.  Every getter
+ * checks the kind first, because jv asserts on the wrong kind and input is
+ * hostile.
+ *
+ * Output is one compact document per line with sorted keys (or indented
+ * with --pretty).  Input is read with the streaming parser, so one document
+ * per line and concatenated documents both work.
+ */
+#ifndef NYX_JSON_H
+#define NYX_JSON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include <jv.h>
+
+#include "nyx_err.h"
+
+/* Emit one record on stdout (consumes v).  0, or -1 with errno set. */
+int nyx_json_emit(jv v, bool pretty);
+
+/* Compact, sorted serialisation into a new heap string (consumes v). */
+char *nyx_json_dump(jv v);
+
+/*
+ * Parse exactly one JSON document from a buffer (consumes nothing).
+ * Returns a valid jv, or an invalid jv (check with jv_is_valid) whose
+ * message is the parser's.
+ */
+jv nyx_json_parse(const char *buf, size_t len);
+
+/* Streaming reader over a file descriptor. */
+struct nyx_json_reader;
+
+struct nyx_json_reader *nyx_json_reader_new(int fd, const char *name);
+void nyx_json_reader_free(struct nyx_json_reader *r);
+/*
+ * Next document: 1 with *out set, 0 at end of input, -1 with err filled
+ * (65 for malformed input, 74 for a read error).
+ */
+int nyx_json_reader_next(struct nyx_json_reader *r, jv *out,
+    struct nyx_err *err);
+
+/* Borrowing getters: NULL / false when absent or of another kind. */
+const char *nyx_json_peek_str(jv obj, const char *key);
+jv_kind nyx_json_kind(jv obj, const char *key); /* JV_KIND_INVALID: absent */
+bool nyx_json_has(jv obj, const char *key);
+/* 1 true, 0 false, -1 absent/null, -2 another kind */
+int nyx_json_bool(jv obj, const char *key);
+
+/* Object getter that consumes nothing and returns a new reference. */
+jv nyx_json_get(jv obj, const char *key);
+
+/* jv_string from a possibly-NULL C string: NULL becomes jv_null(). */
+jv nyx_json_str_or_null(const char *s);
+
+#endif

@@ -1,0 +1,204 @@
+#include "nyx_log.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nyx_hash.h"
+
+#define MAX_SECRETS 8
+#define REDACTED "[redacted]"
+
+static const char *log_prog = "nyx";
+static int log_verbose;
+static int log_quiet;
+static char *secrets[MAX_SECRETS];
+
+void
+nyx_log_init(const char *prog)
+{
+	log_prog = prog;
+}
+
+const char *
+nyx_log_prog(void)
+{
+	return log_prog;
+}
+
+void
+nyx_log_set_verbosity(int verbose, int quiet)
+{
+	log_verbose = verbose;
+	log_quiet = quiet;
+}
+
+int
+nyx_log_enabled(enum nyx_log_level level)
+{
+	if (level == NYX_LOG_ERROR)
+		return 1;
+	if (level == NYX_LOG_WARN)
+		return !log_quiet;
+	return log_verbose >= (int)level - 1;
+}
+
+void
+nyx_log_add_secret(const char *secret)
+{
+	size_t i;
+
+	if (secret == NULL || strlen(secret) < 4)
+		return;
+	for (i = 0; i < MAX_SECRETS; i++) {
+		if (secrets[i] != NULL && strcmp(secrets[i], secret) == 0)
+			return;
+		if (secrets[i] == NULL) {
+			secrets[i] = strdup(secret);
+			return;
+		}
+	}
+}
+
+void
+nyx_log_forget_secrets(void)
+{
+	size_t i;
+
+	for (i = 0; i < MAX_SECRETS; i++) {
+		if (secrets[i] != NULL) {
+			nyx_secure_zero(secrets[i], strlen(secrets[i]));
+			free(secrets[i]);
+			secrets[i] = NULL;
+		}
+	}
+}
+
+static int
+is_b64url(int c)
+{
+	return isalnum(c) || c == '-' || c == '_';
+}
+
+static int
+is_tokenchar(int c)
+{
+	return c > 0x20 && c < 0x7f && c != '"' && c != '\'' && c != ',' &&
+	    c != ';' && c != ')' && c != ']' && c != '}';
+}
+
+/* Length of a credential-shaped run starting at s, or 0. */
+static size_t
+credential_at(const char *s)
+{
+	static const char *prefixes[] = {"nyxid_ag_", "nyxid_sk_", "nyxid_",
+	    "nyx_", "tool:v1:operation:"};
+	size_t i, n, dots;
+
+	for (i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
+		size_t pl = strlen(prefixes[i]);
+
+		if (strncmp(s, prefixes[i], pl) != 0)
+			continue;
+		n = pl;
+		while (isalnum((unsigned char)s[n]) || s[n] == '_')
+			n++;
+		/* a bare prefix in prose is not a credential */
+		if (n - pl >= 8)
+			return n;
+	}
+	/* JWT: eyJ... '.' b64url '.' b64url */
+	if (strncmp(s, "eyJ", 3) == 0) {
+		n = 0;
+		dots = 0;
+		while (is_b64url((unsigned char)s[n]) || s[n] == '.') {
+			if (s[n] == '.')
+				dots++;
+			n++;
+		}
+		if (dots == 2)
+			return n;
+	}
+	return 0;
+}
+
+char *
+nyx_log_redact(const char *in, char *out, size_t outsz)
+{
+	size_t o = 0, i, k, n;
+
+	if (outsz == 0)
+		return out;
+#define PUT(str, len)                                                     \
+	do {                                                              \
+		size_t l_ = (len);                                        \
+		if (o + l_ >= outsz)                                      \
+			l_ = outsz - 1 - o;                               \
+		memcpy(out + o, (str), l_);                               \
+		o += l_;                                                  \
+	} while (0)
+	for (i = 0; in[i] != '\0' && o + 1 < outsz;) {
+		int matched = 0;
+
+		for (k = 0; k < MAX_SECRETS && secrets[k] != NULL; k++) {
+			n = strlen(secrets[k]);
+			if (strncmp(in + i, secrets[k], n) == 0) {
+				PUT(REDACTED, strlen(REDACTED));
+				i += n;
+				matched = 1;
+				break;
+			}
+		}
+		if (matched)
+			continue;
+		if ((i == 0 || !is_b64url((unsigned char)in[i - 1])) &&
+		    (n = credential_at(in + i)) > 0) {
+			PUT(REDACTED, strlen(REDACTED));
+			i += n;
+			continue;
+		}
+		if (strncasecmp(in + i, "bearer ", 7) == 0) {
+			PUT(in + i, 7);
+			i += 7;
+			n = 0;
+			while (is_tokenchar((unsigned char)in[i + n]))
+				n++;
+			if (n > 0)
+				PUT(REDACTED, strlen(REDACTED));
+			i += n;
+			continue;
+		}
+		if (strncmp(in + i, "_nyxid_via=", 11) == 0) {
+			PUT("_nyxid_via=***", 14);
+			i += 11;
+			while (in[i] != '\0' && in[i] != '&' && in[i] != ' ')
+				i++;
+			continue;
+		}
+		PUT(in + i, 1);
+		i++;
+	}
+#undef PUT
+	out[o] = '\0';
+	return out;
+}
+
+void
+nyx_log(enum nyx_log_level level, const char *fmt, ...)
+{
+	static const char *names[] = {"error", "warning", "info", "debug",
+	    "trace"};
+	char raw[2048], clean[2048];
+	va_list ap;
+
+	if (!nyx_log_enabled(level))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(raw, sizeof(raw), fmt, ap);
+	va_end(ap);
+	nyx_log_redact(raw, clean, sizeof(clean));
+	fprintf(stderr, "%s: %s: %s\n", log_prog, names[level], clean);
+	nyx_secure_zero(raw, sizeof(raw));
+}

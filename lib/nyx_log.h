@@ -1,0 +1,49 @@
+/*
+ * nyx_log: every line a program writes to stderr goes through here.
+ *
+ * Lines read "PROG: LEVEL: message".  Errors always show; warnings unless
+ * -q; -v adds info, -vv debug, -vvv the HTTP trace (method, path with the
+ * _nyxid_via value masked, status, header names; never bodies).
+ *
+ * nyx_log_redact() is the one redaction chokepoint: every formatted line
+ * passes through it before it is written.  It replaces registered secrets
+ * (the tokens a program loaded) and anything shaped like a credential
+ * (Agent Keys, API keys, JWTs, Bearer values, raw idempotency keys) with
+ * "[redacted]", and masks _nyxid_via values.  Registered secrets are copied
+ * and wiped on nyx_log_forget_secrets().
+ */
+#ifndef NYX_LOG_H
+#define NYX_LOG_H
+
+#include <stddef.h>
+
+enum nyx_log_level {
+	NYX_LOG_ERROR = 0,
+	NYX_LOG_WARN = 1,
+	NYX_LOG_INFO = 2,
+	NYX_LOG_DEBUG = 3,
+	NYX_LOG_TRACE = 4,
+};
+
+/* Program name used as the line prefix (a static string). */
+void nyx_log_init(const char *prog);
+const char *nyx_log_prog(void);
+
+/* verbose = number of -v; quiet suppresses warnings. */
+void nyx_log_set_verbosity(int verbose, int quiet);
+int nyx_log_enabled(enum nyx_log_level level);
+
+void nyx_log(enum nyx_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Remember a secret so it is never printed; ignores short strings. */
+void nyx_log_add_secret(const char *secret);
+void nyx_log_forget_secrets(void);
+
+/*
+ * Copy `in` into `out` (size outsz, always NUL-terminated) with every
+ * secret replaced.  Returns out.
+ */
+char *nyx_log_redact(const char *in, char *out, size_t outsz);
+
+#endif

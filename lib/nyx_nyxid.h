@@ -1,0 +1,45 @@
+/*
+ * nyx_nyxid: the NyxID management calls the tools make, on nyx_http.
+ *
+ * nyx_nyxid_read_inventory() performs WIRE.md 2.1: GET /api/v1/user-services
+ * then GET /api/v1/keys with the source-readable token, both always, parses
+ * them strictly and joins them.  On failure it reports the first failed
+ * read as a route verdict (access denied for 401/403, source unavailable
+ * otherwise) with the exit code it implies (77, 75 or 76) and a safe
+ * message that never quotes the body.
+ */
+#ifndef NYX_NYXID_H
+#define NYX_NYXID_H
+
+#include <stddef.h>
+
+#include "nyx_http.h"
+#include "nyx_inventory.h"
+#include "nyx_route.h"
+
+struct nyx_read_fail {
+	enum nyx_verdict verdict;
+	int exit;
+	int http_status;
+	char message[512];
+};
+
+struct nyx_nyxid {
+	struct nyx_http *http;
+	const char *base_url;
+	const char *token;  /* sent as Authorization: Bearer */
+	long timeout_ms;    /* 0: 15 s */
+	size_t max_inventory_bytes;
+};
+
+int nyx_nyxid_read_inventory(const struct nyx_nyxid *c,
+    struct nyx_inventory *inv, struct nyx_read_fail *fail);
+
+/*
+ * Parse both bodies into inv (offline mode and the reader share this).
+ * Consumes both.  Returns 0, or -1 with the reason in why.
+ */
+int nyx_inventory_load(struct nyx_inventory *inv, jv services, jv keys,
+    char *why, size_t whysz);
+
+#endif
