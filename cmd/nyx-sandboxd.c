@@ -1,2 +1,198 @@
+/*
+ * nyx-sandboxd: a local NyxID + Chrono Sandbox compatible server on
+ * loopback, for tests, demos and canary rehearsals.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
-int main(void){return 0;}
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "nyx_cli.h"
+#include "nyx_config.h"
+#include "nyx_err.h"
+#include "nyx_log.h"
+#include "nyx_srv.h"
+#include "nyx_time.h"
+
+enum {
+	OPT_WORLD = 2000,
+	OPT_LISTEN,
+	OPT_PORT_FILE,
+	OPT_FAULTS,
+	OPT_CONTROL,
+};
+
+struct opts {
+	const char *world;
+	const char *listen;
+	const char *port_file;
+	const char *faults;
+	bool control;
+};
+
+static const struct option longopts[] = {
+    {"world", required_argument, NULL, OPT_WORLD},
+    {"listen", required_argument, NULL, OPT_LISTEN},
+    {"port-file", required_argument, NULL, OPT_PORT_FILE},
+    {"faults", required_argument, NULL, OPT_FAULTS},
+    {"control", no_argument, NULL, OPT_CONTROL},
+    {NULL, 0, NULL, 0},
+};
+
+static int
+on_opt(int c, const char *arg, void *ctx)
+{
+	struct opts *o = ctx;
+
+	switch (c) {
+	case OPT_WORLD:
+		o->world = arg;
+		break;
+	case OPT_LISTEN:
+		o->listen = arg;
+		break;
+	case OPT_PORT_FILE:
+		o->port_file = arg;
+		break;
+	case OPT_FAULTS:
+		o->faults = arg;
+		break;
+	case OPT_CONTROL:
+		o->control = true;
+		break;
+	default:
+		return -1;
+	}
+	return 0;
+}
+
+static const struct nyx_cli_spec spec = {
+    "--world FILE [--listen HOST:PORT] [--port-file FILE] [--faults FILE] "
+    "[--control] [common options]",
+    "      --world FILE        principals, orgs, routes and key facts "
+    "(YAML)\n"
+    "      --listen HOST:PORT  address to serve on (default 127.0.0.1:0)\n"
+    "      --port-file FILE    write the bound port to FILE once "
+    "listening\n"
+    "      --faults FILE       fault plan (YAML) applied to every "
+    "endpoint\n"
+    "      --control           enable the /_nyx/ control endpoints\n",
+    0,
+    "",
+    longopts,
+    on_opt,
+};
+
+static int
+load_docs(const struct opts *o, jv *world, jv *faults, struct nyx_err *err)
+{
+	*faults = jv_null();
+	if (nyx_yaml_load_file(o->world, world, err) < 0)
+		return -1;
+	if (o->faults != NULL && nyx_yaml_load_file(o->faults, faults, err) < 0) {
+		jv_free(*world);
+		return -1;
+	}
+	return 0;
+}
+
+/* Write the port atomically so a reader never sees a partial file. */
+static int
+write_port_file(const char *path, int port, struct nyx_err *err)
+{
+	char tmp[4096], line[32];
+	int fd, n;
+
+	n = snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", path, (long)getpid());
+	if (n < 0 || (size_t)n >= sizeof(tmp))
+		return nyx_err_set(err, NYX_EXIT_USAGE, "port_file_invalid",
+		    "--port-file path is too long");
+	n = snprintf(line, sizeof(line), "%d\n", port);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0 || write(fd, line, (size_t)n) != n || close(fd) < 0 ||
+	    rename(tmp, path) < 0) {
+		if (fd >= 0)
+			unlink(tmp);
+		return nyx_err_set(err, NYX_EXIT_CANTCREAT, "port_file_failed",
+		    "cannot write %s: %s", path, strerror(errno));
+	}
+	return 0;
+}
+
+static int
+run(const struct opts *o, struct nyx_err *err)
+{
+	struct nyx_srv *srv;
+	sigset_t set;
+	jv world, faults;
+	int sig;
+
+	if (load_docs(o, &world, &faults, err) < 0)
+		return -1;
+	/* threads inherit this mask: only sigwait below sees the signals */
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	srv = nyx_srv_start(o->listen ? o->listen : "127.0.0.1:0", world, faults,
+	    o->control, err);
+	if (srv == NULL)
+		return -1;
+	if (o->port_file != NULL &&
+	    write_port_file(o->port_file, nyx_srv_port(srv), err) < 0) {
+		nyx_srv_stop(srv);
+		return -1;
+	}
+	nyx_log_line("listening on %s", nyx_srv_base(srv));
+	for (;;) {
+		if (sigwait(&set, &sig) != 0)
+			continue;
+		if (sig != SIGHUP)
+			break;
+		/* SIGHUP: reload the world and the fault plan from disk */
+		if (load_docs(o, &world, &faults, err) < 0) {
+			nyx_log(NYX_LOG_WARN, "reload failed, keeping the old "
+			    "world: %s", err->message);
+			continue;
+		}
+		{
+			char why[512];
+
+			if (nyx_srv_set_world(srv, world, why, sizeof(why)) < 0 ||
+			    nyx_srv_set_faults(srv, faults, why, sizeof(why)) < 0)
+				nyx_log(NYX_LOG_WARN, "reload failed: %s", why);
+			else
+				nyx_log_line("reloaded the world and faults");
+		}
+	}
+	nyx_log_line("stopping on signal %d", sig);
+	nyx_srv_stop(srv);
+	return NYX_EXIT_OK;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct nyx_err err = NYX_ERR_ZERO;
+	struct nyx_common cm;
+	struct opts o;
+	int idx, code;
+
+	memset(&o, 0, sizeof(o));
+	nyx_cli_init("nyx-sandboxd");
+	idx = nyx_cli_parse(argc, argv, &spec, &o, &cm);
+	if (idx < argc)
+		nyx_cli_usage("unexpected argument '%s'", argv[idx]);
+	if (o.world == NULL)
+		nyx_cli_usage("--world FILE is required");
+	if (nyx_time_init(&err) < 0)
+		return nyx_cli_fail(&err);
+	code = run(&o, &err);
+	if (code < 0)
+		return nyx_cli_fail(&err);
+	return code;
+}

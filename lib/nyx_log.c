@@ -202,3 +202,18 @@ nyx_log(enum nyx_log_level level, const char *fmt, ...)
 	fprintf(stderr, "%s: %s: %s\n", log_prog, names[level], clean);
 	nyx_secure_zero(raw, sizeof(raw));
 }
+
+void
+nyx_log_line(const char *fmt, ...)
+{
+	char raw[2048], clean[2048];
+	va_list ap;
+
+	if (log_quiet)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(raw, sizeof(raw), fmt, ap);
+	va_end(ap);
+	nyx_log_redact(raw, clean, sizeof(clean));
+	fprintf(stderr, "%s: %s\n", log_prog, clean);
+}

@@ -36,6 +36,9 @@ int nyx_log_enabled(enum nyx_log_level level);
 void nyx_log(enum nyx_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* One plain "PROG: message" line (redacted), shown unless -q. */
+void nyx_log_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* Remember a secret so it is never printed; ignores short strings. */
 void nyx_log_add_secret(const char *secret);
 void nyx_log_forget_secrets(void);

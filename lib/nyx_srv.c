@@ -1,0 +1,638 @@
+#include "nyx_srv.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "nyx_buf.h"
+#include "nyx_config.h"
+#include "nyx_fault.h"
+#include "nyx_hash.h"
+#include "nyx_json.h"
+#include "nyx_log.h"
+#include "nyx_time.h"
+#include "nyx_world.h"
+
+#define REQ_BODY_MAX (8u * 1024 * 1024)
+#define LOG_MAX 200000
+#define CACHE_MAX 64
+
+struct cache_ent {
+	char *user;
+	int endpoint; /* 0 user-services, 1 keys */
+	char *body;
+	size_t len;
+};
+
+struct nyx_srv {
+	struct MHD_Daemon *d;
+	pthread_mutex_t mu;
+	struct nyx_world *world;
+	struct nyx_faults faults;
+	jv log; /* array of request entries */
+	long seq;
+	bool control;
+	int port;
+	char base[96];
+	struct cache_ent cache[CACHE_MAX];
+	size_t ncache;
+};
+
+/* Per-request state across libmicrohttpd's callbacks. */
+struct req {
+	struct nyx_buf body;
+	bool too_big;
+};
+
+/* What a handler decided to answer. */
+struct answer {
+	int status;
+	char *body; /* heap, may be NULL */
+	size_t len;
+	jv headers; /* object of strings */
+	bool chunked;
+	bool drop;
+	const char *principal; /* borrowed: caller id for logging */
+	const char *kind;
+};
+
+static void
+cache_flush(struct nyx_srv *s)
+{
+	size_t i;
+
+	for (i = 0; i < s->ncache; i++) {
+		free(s->cache[i].user);
+		free(s->cache[i].body);
+	}
+	s->ncache = 0;
+}
+
+static void
+answer_json(struct answer *a, int status, jv body)
+{
+	a->status = status;
+	a->body = nyx_json_dump(body);
+	a->len = a->body ? strlen(a->body) : 0;
+}
+
+static void
+answer_error(struct answer *a, int status, const char *error, int code,
+    const char *msg)
+{
+	answer_json(a, status, nyx_world_error(error, code, msg));
+}
+
+/* The bearer token or X-API-Key of a request (borrowed), or NULL. */
+static const char *
+request_token(struct MHD_Connection *c)
+{
+	const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+	    "Authorization");
+
+	if (auth != NULL && strncasecmp(auth, "Bearer ", 7) == 0)
+		return auth + 7;
+	return MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-API-Key");
+}
+
+/* Serve a cached view, building it on a miss.  Caller holds the lock. */
+static void
+answer_view(struct nyx_srv *s, struct answer *a, const char *user,
+    int endpoint)
+{
+	size_t i;
+	jv v;
+
+	for (i = 0; i < s->ncache; i++)
+		if (s->cache[i].endpoint == endpoint &&
+		    strcmp(s->cache[i].user, user) == 0) {
+			a->status = 200;
+			a->body = malloc(s->cache[i].len + 1);
+			if (a->body != NULL) {
+				memcpy(a->body, s->cache[i].body,
+				    s->cache[i].len + 1);
+				a->len = s->cache[i].len;
+			}
+			return;
+		}
+	v = endpoint == 0 ? nyx_world_user_services(s->world, user)
+			  : nyx_world_keys(s->world, user, s->base);
+	answer_json(a, 200, v);
+	if (a->body != NULL && s->ncache < CACHE_MAX) {
+		struct cache_ent *e = &s->cache[s->ncache];
+
+		e->user = strdup(user);
+		e->body = strdup(a->body);
+		e->endpoint = endpoint;
+		e->len = a->len;
+		if (e->user && e->body)
+			s->ncache++;
+		else {
+			free(e->user);
+			free(e->body);
+		}
+	}
+}
+
+/* The NyxID management subset.  Caller holds the lock. */
+static void
+handle_api(struct nyx_srv *s, struct MHD_Connection *c, const char *method,
+    const char *path, struct answer *a)
+{
+	struct nyx_principal p;
+	const char *token = request_token(c);
+	bool known = token != NULL && nyx_world_auth(s->world, token, &p) == 0;
+	int status;
+	jv err;
+
+	if (known) {
+		a->principal = p.user;
+		a->kind = nyx_principal_kind_name(p.kind);
+	}
+	if (strcmp(path, "/api/v1/user-services") == 0 ||
+	    strcmp(path, "/api/v1/keys") == 0 ||
+	    strncmp(path, "/api/v1/keys/", 13) == 0 ||
+	    strcmp(path, "/api/v1/users/me") == 0) {
+		if (strcmp(method, "GET") != 0) {
+			a->status = 405;
+			return;
+		}
+		if (token != NULL && !known) {
+			answer_error(a, 401, "unauthorized", 1001,
+			    "Unauthorized: Invalid token");
+			return;
+		}
+		if (nyx_world_human_gate(known ? &p : NULL, method, &status,
+			&err) < 0) {
+			answer_json(a, status, err);
+			return;
+		}
+		if (strcmp(path, "/api/v1/user-services") == 0)
+			answer_view(s, a, p.user, 0);
+		else if (strcmp(path, "/api/v1/keys") == 0)
+			answer_view(s, a, p.user, 1);
+		else if (strcmp(path, "/api/v1/users/me") == 0)
+			answer_json(a, 200, nyx_world_me(s->world, p.user));
+		else {
+			jv k = nyx_world_key(s->world, p.user, path + 13, s->base);
+
+			if (jv_is_valid(k))
+				answer_json(a, 200, k);
+			else {
+				jv_free(k);
+				answer_error(a, 404, "not_found", 1003,
+				    "Not found: Key not found");
+			}
+		}
+		return;
+	}
+	answer_error(a, 404, "not_found", 1003, "Not found");
+}
+
+/* Parse a YAML or JSON request body. */
+static int
+body_doc(const struct req *r, jv *out, char *why, size_t whysz)
+{
+	struct nyx_err err = NYX_ERR_ZERO;
+
+	if (nyx_yaml_load_buf(r->body.data ? r->body.data : "", r->body.len,
+		"request body", out, &err) < 0) {
+		snprintf(why, whysz, "%s", err.message);
+		return -1;
+	}
+	return 0;
+}
+
+static void
+log_lines(struct nyx_srv *s, struct answer *a)
+{
+	struct nyx_buf b = NYX_BUF_ZERO;
+	int i, n = jv_array_length(jv_copy(s->log));
+
+	for (i = 0; i < n; i++) {
+		char *line = nyx_json_dump(jv_array_get(jv_copy(s->log), i));
+
+		if (line != NULL) {
+			nyx_buf_addstr(&b, line);
+			nyx_buf_addstr(&b, "\n");
+		}
+		free(line);
+	}
+	a->status = 200;
+	a->len = b.len;
+	a->body = nyx_buf_take(&b);
+	nyx_buf_free(&b);
+	a->headers = jv_object_set(a->headers, jv_string("Content-Type"),
+	    jv_string("application/x-ndjson"));
+}
+
+/* /_nyx/ control endpoints.  Caller holds the lock. */
+static void
+handle_control(struct nyx_srv *s, const char *method, const char *path,
+    const struct req *r, struct answer *a)
+{
+	char why[512];
+	jv doc;
+
+	if (strcmp(path, "/_nyx/requests") == 0 && strcmp(method, "GET") == 0) {
+		log_lines(s, a);
+	} else if (strcmp(path, "/_nyx/requests") == 0 &&
+	    strcmp(method, "DELETE") == 0) {
+		jv_free(s->log);
+		s->log = jv_array();
+		a->status = 204;
+	} else if ((strcmp(path, "/_nyx/world") == 0 ||
+		       strcmp(path, "/_nyx/faults") == 0) &&
+	    strcmp(method, "PUT") == 0) {
+		int rc;
+
+		if (body_doc(r, &doc, why, sizeof(why)) < 0) {
+			answer_error(a, 400, "bad_request", 1000, why);
+			return;
+		}
+		rc = path[6] == 'w' ? nyx_srv_set_world(s, doc, why, sizeof(why))
+				    : nyx_srv_set_faults(s, doc, why, sizeof(why));
+		if (rc < 0)
+			answer_error(a, 400, "bad_request", 1000, why);
+		else
+			a->status = 204;
+	} else {
+		answer_error(a, 404, "not_found", 1003, "Not found");
+	}
+}
+
+static ssize_t
+chunk_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct answer *a = cls;
+	size_t n;
+
+	if (pos >= a->len)
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	n = a->len - (size_t)pos;
+	if (n > max)
+		n = max;
+	memcpy(buf, a->body + pos, n);
+	return (ssize_t)n;
+}
+
+static void
+chunk_free(void *cls)
+{
+	struct answer *a = cls;
+
+	free(a->body);
+	jv_free(a->headers);
+	free(a);
+}
+
+static void
+add_headers(struct MHD_Response *resp, jv headers)
+{
+	jv keys = jv_keys(jv_copy(headers));
+	int i, n = jv_array_length(jv_copy(keys));
+
+	for (i = 0; i < n; i++) {
+		jv k = jv_array_get(jv_copy(keys), i);
+		const char *v = nyx_json_peek_str(headers, jv_string_value(k));
+
+		if (v != NULL)
+			MHD_add_response_header(resp, jv_string_value(k), v);
+		jv_free(k);
+	}
+	jv_free(keys);
+}
+
+static enum MHD_Result
+queue(struct MHD_Connection *c, struct answer *a)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result rc;
+	bool has_ct = nyx_json_has(a->headers, "Content-Type");
+
+	if (a->chunked) {
+		struct answer *copy = malloc(sizeof(*copy));
+
+		if (copy == NULL)
+			return MHD_NO;
+		*copy = *a;
+		a->body = NULL;
+		a->headers = jv_object();
+		resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384,
+		    chunk_reader, copy, chunk_free);
+		if (resp == NULL)
+			return MHD_NO;
+		add_headers(resp, copy->headers);
+	} else {
+		resp = MHD_create_response_from_buffer(a->len,
+		    a->body ? a->body : (char *)"", MHD_RESPMEM_MUST_COPY);
+		if (resp == NULL)
+			return MHD_NO;
+		add_headers(resp, a->headers);
+	}
+	if (!has_ct && a->status != 204 && a->status != 304)
+		MHD_add_response_header(resp, "Content-Type", "application/json");
+	rc = MHD_queue_response(c, (unsigned)a->status, resp);
+	MHD_destroy_response(resp);
+	return rc;
+}
+
+static void
+record(struct nyx_srv *s, struct MHD_Connection *c, const char *method,
+    const char *path, const struct answer *a, long fault, long ms)
+{
+	const char *via = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND,
+	    "_nyxid_via");
+	jv e = jv_object();
+
+	e = jv_object_set(e, jv_string("seq"), jv_number(++s->seq));
+	e = jv_object_set(e, jv_string("method"), jv_string(method));
+	e = jv_object_set(e, jv_string("path"), jv_string(path));
+	e = jv_object_set(e, jv_string("status"),
+	    a->drop ? jv_null() : jv_number(a->status));
+	e = jv_object_set(e, jv_string("dropped"), jv_bool(a->drop));
+	e = jv_object_set(e, jv_string("principal"),
+	    nyx_json_str_or_null(a->principal));
+	e = jv_object_set(e, jv_string("kind"), nyx_json_str_or_null(a->kind));
+	e = jv_object_set(e, jv_string("fault"),
+	    fault >= 0 ? jv_number((double)fault) : jv_null());
+	e = jv_object_set(e, jv_string("nyxid_via"), nyx_json_str_or_null(via));
+	if (jv_array_length(jv_copy(s->log)) < LOG_MAX)
+		s->log = jv_array_append(s->log, e);
+	else
+		jv_free(e);
+	nyx_log_line("%s %s%s -> %s%d %s%s%s %ld ms", method, path,
+	    via ? "?_nyxid_via=" : "", a->drop ? "dropped " : "",
+	    a->drop ? 0 : a->status, a->principal ? a->principal : "-",
+	    a->kind ? "/" : "", a->kind ? a->kind : "", ms);
+}
+
+static enum MHD_Result
+handler(void *cls, struct MHD_Connection *c, const char *url,
+    const char *method, const char *version, const char *upload,
+    size_t *upload_size, void **con_cls)
+{
+	struct nyx_srv *s = cls;
+	struct req *r = *con_cls;
+	struct answer a;
+	long fault_idx = -1, delay = 0;
+	int64_t t0 = nyx_mono_ms();
+	enum MHD_Result rc;
+	bool control;
+
+	if (r == NULL) {
+		r = calloc(1, sizeof(*r));
+		if (r == NULL)
+			return MHD_NO;
+		nyx_buf_init(&r->body, REQ_BODY_MAX);
+		*con_cls = r;
+		return MHD_YES;
+	}
+	if (*upload_size > 0) {
+		if (!r->too_big && nyx_buf_add(&r->body, upload, *upload_size) < 0)
+			r->too_big = true;
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	memset(&a, 0, sizeof(a));
+	a.headers = jv_object();
+	control = s->control && strncmp(url, "/_nyx/", 6) == 0;
+
+	pthread_mutex_lock(&s->mu);
+	if (!control) {
+		struct nyx_fault *f = nyx_faults_match(&s->faults, method, url);
+
+		if (f != NULL) {
+			fault_idx = (long)(f - s->faults.v);
+			delay = f->delay_ms;
+			a.drop = f->drop;
+			if (f->status != 0) {
+				a.status = f->status;
+				a.chunked = f->chunked;
+				jv_free(a.headers);
+				a.headers = jv_copy(f->headers);
+				if (f->body != NULL) {
+					a.body = malloc(f->body_len + 1);
+					if (a.body != NULL) {
+						memcpy(a.body, f->body,
+						    f->body_len + 1);
+						a.len = f->body_len;
+					}
+				}
+			}
+		}
+	}
+	pthread_mutex_unlock(&s->mu);
+
+	if (delay > 0) {
+		struct timespec ts = {delay / 1000, (delay % 1000) * 1000000L};
+
+		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+			;
+	}
+	pthread_mutex_lock(&s->mu);
+	if (a.drop || a.status != 0) {
+		/* the fault answers; still say who called */
+		struct nyx_principal p;
+		const char *tok = request_token(c);
+
+		if (tok != NULL && nyx_world_auth(s->world, tok, &p) == 0) {
+			a.principal = p.user;
+			a.kind = nyx_principal_kind_name(p.kind);
+		}
+	} else if (r->too_big) {
+		answer_error(&a, 413, "payload_too_large", 1009,
+		    "Payload too large");
+	} else if (control) {
+		handle_control(s, method, url, r, &a);
+	} else {
+		handle_api(s, c, method, url, &a);
+	}
+	if (!control)
+		record(s, c, method, url, &a, fault_idx, (long)(nyx_mono_ms() - t0));
+	pthread_mutex_unlock(&s->mu);
+
+	rc = a.drop ? MHD_NO : queue(c, &a);
+	free(a.body);
+	jv_free(a.headers);
+	return rc;
+}
+
+static void
+completed(void *cls, struct MHD_Connection *c, void **con_cls,
+    enum MHD_RequestTerminationCode toe)
+{
+	struct req *r = *con_cls;
+
+	if (r != NULL) {
+		nyx_buf_free(&r->body);
+		free(r);
+		*con_cls = NULL;
+	}
+}
+
+int
+nyx_srv_set_world(struct nyx_srv *s, jv doc, char *why, size_t whysz)
+{
+	struct nyx_world *w = nyx_world_new(doc, why, whysz);
+
+	if (w == NULL)
+		return -1;
+	/* the caller may or may not hold the lock: it is recursive */
+	pthread_mutex_lock(&s->mu);
+	nyx_world_free(s->world);
+	s->world = w;
+	cache_flush(s);
+	pthread_mutex_unlock(&s->mu);
+	return 0;
+}
+
+int
+nyx_srv_set_faults(struct nyx_srv *s, jv doc, char *why, size_t whysz)
+{
+	struct nyx_faults f;
+
+	if (nyx_faults_parse(doc, &f, why, whysz) < 0)
+		return -1;
+	pthread_mutex_lock(&s->mu);
+	nyx_faults_free(&s->faults);
+	s->faults = f;
+	pthread_mutex_unlock(&s->mu);
+	return 0;
+}
+
+static int
+parse_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *len,
+    bool *v6)
+{
+	char host[128];
+	const char *colon = strrchr(listen, ':');
+	struct addrinfo hints, *res = NULL;
+	size_t hl;
+
+	if (colon == NULL)
+		return -1;
+	hl = (size_t)(colon - listen);
+	if (hl >= sizeof(host))
+		return -1;
+	memcpy(host, listen, hl);
+	host[hl] = '\0';
+	if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
+		memmove(host, host + 1, hl - 2);
+		host[hl - 2] = '\0';
+	}
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
+	hints.ai_socktype = SOCK_STREAM;
+	if (getaddrinfo(host, colon + 1, &hints, &res) != 0 || res == NULL)
+		return -1;
+	memcpy(ss, res->ai_addr, res->ai_addrlen);
+	*len = res->ai_addrlen;
+	*v6 = res->ai_family == AF_INET6;
+	freeaddrinfo(res);
+	return 0;
+}
+
+struct nyx_srv *
+nyx_srv_start(const char *listen, jv world, jv faults, bool control,
+    struct nyx_err *err)
+{
+	struct nyx_srv *s = calloc(1, sizeof(*s));
+	struct sockaddr_storage ss;
+	socklen_t sslen;
+	pthread_mutexattr_t ma;
+	const union MHD_DaemonInfo *info;
+	char why[512], host[64];
+	bool v6 = false;
+
+	if (s == NULL) {
+		jv_free(world);
+		jv_free(faults);
+		nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
+		return NULL;
+	}
+	pthread_mutexattr_init(&ma);
+	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+	pthread_mutex_init(&s->mu, &ma);
+	pthread_mutexattr_destroy(&ma);
+	s->log = jv_array();
+	s->control = control;
+	if (nyx_srv_set_world(s, world, why, sizeof(why)) < 0) {
+		jv_free(faults);
+		nyx_err_set(err, NYX_EXIT_DATAERR, "world_invalid",
+		    "the world is invalid: %s", why);
+		goto fail;
+	}
+	if (nyx_srv_set_faults(s, faults, why, sizeof(why)) < 0) {
+		nyx_err_set(err, NYX_EXIT_DATAERR, "faults_invalid",
+		    "the fault plan is invalid: %s", why);
+		goto fail;
+	}
+	if (parse_listen(listen, &ss, &sslen, &v6) < 0) {
+		nyx_err_set(err, NYX_EXIT_USAGE, "listen_invalid",
+		    "--listen takes a numeric HOST:PORT (e.g. 127.0.0.1:0)");
+		goto fail;
+	}
+	s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD |
+		MHD_USE_THREAD_PER_CONNECTION | (v6 ? MHD_USE_IPv6 : 0),
+	    0, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR,
+	    (struct sockaddr *)&ss, MHD_OPTION_NOTIFY_COMPLETED, completed, s,
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120, MHD_OPTION_END);
+	if (s->d == NULL) {
+		nyx_err_set(err, NYX_EXIT_OSERR, "listen_failed",
+		    "cannot listen on %s", listen);
+		goto fail;
+	}
+	info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+	s->port = info ? info->port : 0;
+	if (v6)
+		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr,
+		    host, sizeof(host));
+	else
+		inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, host,
+		    sizeof(host));
+	snprintf(s->base, sizeof(s->base), v6 ? "http://[%s]:%d"
+					      : "http://%s:%d", host, s->port);
+	return s;
+fail:
+	nyx_srv_stop(s);
+	return NULL;
+}
+
+int
+nyx_srv_port(const struct nyx_srv *s)
+{
+	return s->port;
+}
+
+const char *
+nyx_srv_base(const struct nyx_srv *s)
+{
+	return s->base;
+}
+
+void
+nyx_srv_stop(struct nyx_srv *s)
+{
+	if (s == NULL)
+		return;
+	if (s->d != NULL)
+		MHD_stop_daemon(s->d);
+	nyx_world_free(s->world);
+	nyx_faults_free(&s->faults);
+	cache_flush(s);
+	jv_free(s->log);
+	pthread_mutex_destroy(&s->mu);
+	free(s);
+}

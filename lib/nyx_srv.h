@@ -1,0 +1,44 @@
+/*
+ * nyx_srv: the HTTP server behind nyx-sandboxd, on libmicrohttpd (the only
+ * file that includes it).
+ *
+ * One thread per connection, so a delayed answer never stalls another.
+ * Every request is matched against the fault plan first, then routed to
+ * the NyxID subset.  Each request is logged once on stderr (method, path
+ * with _nyxid_via masked, status, caller id and kind; never a token or a
+ * body) and kept in an in-memory request log.  With `control` the
+ * loopback-only /_nyx/ endpoints let a test swap the world and the fault
+ * plan and read or clear the request log without a restart.
+ *
+ * World and plan are replaced atomically under one lock.
+ */
+#ifndef NYX_SRV_H
+#define NYX_SRV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jv.h>
+
+#include "nyx_err.h"
+
+struct nyx_srv;
+
+/*
+ * Start serving on listen ("HOST:PORT", port 0 picks one).  world and
+ * faults (null for none) are consumed.  NULL with err filled on failure.
+ */
+struct nyx_srv *nyx_srv_start(const char *listen, jv world, jv faults,
+    bool control, struct nyx_err *err);
+
+/* The bound port and base URL ("http://127.0.0.1:PORT"). */
+int nyx_srv_port(const struct nyx_srv *s);
+const char *nyx_srv_base(const struct nyx_srv *s);
+
+/* Replace the world or the fault plan (consumed); -1 with why on error. */
+int nyx_srv_set_world(struct nyx_srv *s, jv world, char *why, size_t whysz);
+int nyx_srv_set_faults(struct nyx_srv *s, jv faults, char *why, size_t whysz);
+
+void nyx_srv_stop(struct nyx_srv *s);
+
+#endif
