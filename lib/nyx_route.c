@@ -1,5 +1,6 @@
 #include "nyx_route.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -221,12 +222,21 @@ nyx_route_classify(const struct nyx_inventory *inv, const char *exact_id,
     struct nyx_resolution *res)
 {
 	const struct nyx_candidate *shared = NULL, *only = NULL;
-	size_t i;
+	size_t i, exact_len = 0;
 	int nshared = 0;
 
 	memset(res, 0, sizeof(*res));
-	if (exact_id != NULL && *exact_id == '\0')
-		exact_id = NULL;
+	/* the exact id is trimmed; blank means none */
+	if (exact_id != NULL) {
+		while (isspace((unsigned char)*exact_id))
+			exact_id++;
+		exact_len = strlen(exact_id);
+		while (exact_len > 0 &&
+		    isspace((unsigned char)exact_id[exact_len - 1]))
+			exact_len--;
+		if (exact_len == 0)
+			exact_id = NULL;
+	}
 	res->cands = calloc(inv->nroutes ? inv->nroutes : 1,
 	    sizeof(*res->cands));
 	if (res->cands == NULL)
@@ -244,7 +254,8 @@ nyx_route_classify(const struct nyx_inventory *inv, const char *exact_id,
 		    (k && streq(k->catalog_service_slug, NYX_SLUG_SHARED));
 		if (r->catalog_service_id == NULL)
 			why = "no catalog_service_id (custom route)";
-		else if (exact_id != NULL && strcmp(r->id, exact_id) != 0)
+		else if (exact_id != NULL && (strlen(r->id) != exact_len ||
+			     strncmp(r->id, exact_id, exact_len) != 0))
 			why = "not the requested id";
 		else if (!supported_slug(r->slug))
 			why = "unsupported slug";

@@ -164,10 +164,7 @@ handle_api(struct nyx_srv *s, struct MHD_Connection *c, const char *method,
 	    strcmp(path, "/api/v1/keys") == 0 ||
 	    strncmp(path, "/api/v1/keys/", 13) == 0 ||
 	    strcmp(path, "/api/v1/users/me") == 0) {
-		if (strcmp(method, "GET") != 0) {
-			a->status = 405;
-			return;
-		}
+		/* NyxID authenticates and applies its router rules first */
 		if (token != NULL && !known) {
 			answer_error(a, 401, "unauthorized", 1001,
 			    "Unauthorized: Invalid token");
@@ -176,6 +173,10 @@ handle_api(struct nyx_srv *s, struct MHD_Connection *c, const char *method,
 		if (nyx_world_human_gate(known ? &p : NULL, method, &status,
 			&err) < 0) {
 			answer_json(a, status, err);
+			return;
+		}
+		if (strcmp(method, "GET") != 0) {
+			a->status = 405;
 			return;
 		}
 		if (strcmp(path, "/api/v1/user-services") == 0)

@@ -1,0 +1,69 @@
+# Start one real nyx-sandboxd per bats file (setup_file), drive it through
+# its /_nyx/ control endpoints, stop it in teardown_file.
+# shellcheck shell=bash
+
+# sandboxd_start WORLD_FILE [extra flags...]
+sandboxd_start() {
+	local world=$1 i
+	shift
+	SANDBOXD_DIR="$BATS_FILE_TMPDIR/sandboxd"
+	mkdir -p "$SANDBOXD_DIR"
+	render "$world" >"$SANDBOXD_DIR/world.yaml"
+	rm -f "$SANDBOXD_DIR/port"
+	# 3>&- : bats waits for fd 3 to close before it finishes a file
+	nyx-sandboxd --world "$SANDBOXD_DIR/world.yaml" --control \
+		--port-file "$SANDBOXD_DIR/port" "$@" \
+		2>"$SANDBOXD_DIR/stderr" 3>&- &
+	SANDBOXD_PID=$!
+	for i in $(seq 1 200); do
+		[ -s "$SANDBOXD_DIR/port" ] && break
+		kill -0 "$SANDBOXD_PID" 2>/dev/null || break
+		sleep 0.05
+	done
+	[ -s "$SANDBOXD_DIR/port" ] || {
+		cat "$SANDBOXD_DIR/stderr" >&2
+		return 1
+	}
+	NYX_TEST_BASE="http://127.0.0.1:$(cat "$SANDBOXD_DIR/port")"
+	export SANDBOXD_PID SANDBOXD_DIR NYX_TEST_BASE
+}
+
+sandboxd_stop() {
+	if [ -n "${SANDBOXD_PID:-}" ]; then
+		kill "$SANDBOXD_PID" 2>/dev/null || true
+		wait "$SANDBOXD_PID" 2>/dev/null || true
+	fi
+}
+
+# put_world FILE...: principals + the given route files become the world.
+put_world() {
+	render "$FIX/worlds/principals.yaml" "$@" |
+		curl -sf -X PUT --data-binary @- "$NYX_TEST_BASE/_nyx/world"
+}
+
+# put_faults: the fault plan on stdin (YAML); no input clears it.
+put_faults() {
+	curl -sf -X PUT --data-binary @- "$NYX_TEST_BASE/_nyx/faults"
+}
+
+clear_faults() {
+	printf 'faults: []\n' | put_faults
+}
+
+clear_requests() {
+	curl -sf -X DELETE "$NYX_TEST_BASE/_nyx/requests"
+}
+
+# The request log as NDJSON.
+requests() {
+	curl -sf "$NYX_TEST_BASE/_nyx/requests"
+}
+
+request_count() {
+	requests | grep -c . || true
+}
+
+# A fresh test: given routes, no faults, an empty request log.
+reset_world() {
+	put_world "$@" && clear_faults && clear_requests
+}

@@ -1,0 +1,272 @@
+#!/usr/bin/env bats
+# nyx-sandboxd's own contract: start-up, NyxID's auth rules and envelopes,
+# per-caller views with credential_source, fault plans, request logging.
+
+load helpers/common
+load helpers/tokens
+load helpers/sandboxd
+
+setup_file() {
+	sandboxd_start "$BATS_TEST_DIRNAME/fixtures/worlds/principals.yaml"
+}
+
+teardown_file() {
+	sandboxd_stop
+}
+
+setup() {
+	common_setup
+	reset_world "$FIX/nyx-sandboxd/routes.yaml"
+}
+
+# get AS PATH: curl as a principal; prints "STATUS BODY".
+get() {
+	local who=$1 path=$2
+	curl -s -w '\n%{http_code}' -H "Authorization: Bearer $who" "$NYX_TEST_BASE$path"
+}
+
+status_of() { printf '%s\n' "$output" | tail -n 1; }
+body_of() { printf '%s\n' "$output" | sed '$d'; }
+
+@test "writes its port to --port-file and answers on loopback" {
+	[ -s "$SANDBOXD_DIR/port" ]
+	grep -Eq '^[0-9]+$' "$SANDBOXD_DIR/port"
+	run -0 grep -F "listening on http://127.0.0.1:" "$SANDBOXD_DIR/stderr"
+}
+
+@test "no credential: 401 with NyxID's envelope" {
+	run -0 curl -s -w '\n%{http_code}' "$NYX_TEST_BASE/api/v1/keys"
+	[ "$(status_of)" = 401 ]
+	body_of | jq -e '.error=="unauthorized" and .error_code==1001 and (.message|type=="string")'
+}
+
+@test "an unknown token is 401" {
+	run -0 get not-a-known-token /api/v1/user-services
+	[ "$(status_of)" = 401 ]
+}
+
+@test "human-only: Agent Keys, API keys, service accounts, relays get 403" {
+	for t in "$ALICE_AGENT" "$ALICE_APIKEY"; do
+		run -0 get "$t" /api/v1/users/me
+		[ "$(status_of)" = 403 ]
+		body_of | jq -e '.error=="forbidden" and .error_code==1002 and .message=="Forbidden: API keys cannot access this endpoint"'
+	done
+	run -0 get "$SERVICE_ACCOUNT" /api/v1/keys
+	[ "$(status_of)" = 403 ]
+	body_of | jq -e '.message|test("Service accounts")'
+	run -0 get "$RELAY" /api/v1/user-services
+	[ "$(status_of)" = 403 ]
+	# X-API-Key is accepted as a credential too, and still human-only
+	run -0 curl -s -o /dev/null -w '%{http_code}' -H "X-API-Key: $ALICE_AGENT" "$NYX_TEST_BASE/api/v1/keys"
+	[ "$output" = 403 ]
+}
+
+@test "delegation tokens: GET only, and only with account:read" {
+	run -0 get "$ALICE_DELEG" /api/v1/keys
+	[ "$(status_of)" = 403 ]
+	body_of | jq -e '.message=="Forbidden: Delegated tokens cannot access this endpoint"'
+	run -0 get "$ALICE_DELEG_READ" /api/v1/users/me
+	[ "$(status_of)" = 200 ]
+	body_of | jq -e '.id=="u-alice" and .email=="alice@example.com"'
+	run -0 curl -s -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer $ALICE_DELEG_READ" "$NYX_TEST_BASE/api/v1/keys"
+	[ "$output" = 403 ]
+}
+
+@test "GET /api/v1/users/me for a user token" {
+	run -0 get "$BOB" /api/v1/users/me
+	[ "$(status_of)" = 200 ]
+	body_of | jq -e '.id=="u-bob" and .display_name=="Bob" and .is_active==true'
+}
+
+@test "/user-services: personal rows first, credential_source by role" {
+	run -0 get "$ALICE" /api/v1/user-services
+	[ "$(status_of)" = 200 ]
+	body_of | jq -e '[.services[].id]==["us-mine","us-off","us-acme","us-acme-admin"]'
+	body_of | jq -e '.services[0].credential_source=={"type":"personal"}'
+	body_of | jq -e '.services[2].credential_source=={"type":"org","org_id":"org-acme","org_name":"Acme","avatar_url":null,"role":"admin","allowed":true}'
+	body_of | jq -e '.services[0]|.forward_access_token==true and .catalog_service_id=="cat-sandbox" and (has("auto_connected")|not)'
+	body_of | jq -e '.services[2]|(has("forward_access_token")|not) and (has("delegation_token_scope")|not)'
+	run -0 get "$BOB" /api/v1/user-services
+	body_of | jq -e '[.services[]|{id,allowed:.credential_source.allowed}]==[{"id":"us-node","allowed":null},{"id":"us-acme","allowed":true},{"id":"us-acme-admin","allowed":false}]'
+	run -0 get "$CAROL" /api/v1/user-services
+	body_of | jq -e '[.services[].credential_source|{role,allowed}]|unique==[{"role":"viewer","allowed":false}]'
+}
+
+@test "inactive routes are listed only when the world says so" {
+	run -0 get "$ALICE" /api/v1/keys
+	body_of | jq -e '[.keys[].id]|index("us-off")!=null'
+	{ render "$FIX/worlds/principals.yaml" | sed 's/list_inactive_routes: true/list_inactive_routes: false/'
+	  cat "$FIX/nyx-sandboxd/routes.yaml"; } |
+		curl -sf -X PUT --data-binary @- "$NYX_TEST_BASE/_nyx/world"
+	run -0 get "$ALICE" /api/v1/keys
+	body_of | jq -e '[.keys[].id]|index("us-off")==null'
+}
+
+@test "/keys: key facts, node status, auto_connected omitted when null" {
+	run -0 get "$BOB" /api/v1/keys
+	body_of | jq -e '.keys[0]|.id=="us-node" and .node_id=="node-1" and .node_status=="draining" and (has("auto_connected")|not)'
+	body_of | jq -e '.keys[1]|.auto_connected==false and .status=="active" and .connected==true and .catalog_service_slug=="chrono-sandbox"'
+	body_of | jq -e '.keys[1].proxy_url_slug|endswith("/api/v1/proxy/s/chrono-sandbox/{path}")'
+}
+
+@test "/keys/{id-or-slug}: by id, then by slug, 404 when invisible or inactive" {
+	run -0 get "$ALICE" /api/v1/keys/us-acme
+	[ "$(status_of)" = 200 ]
+	body_of | jq -e '.id=="us-acme" and .credential_source.role=="admin"'
+	run -0 get "$ALICE" /api/v1/keys/chrono-sandbox
+	body_of | jq -e '.id=="us-mine"'
+	run -0 get "$CAROL" /api/v1/keys/us-mine
+	[ "$(status_of)" = 404 ]
+	body_of | jq -e '.error=="not_found" and .error_code==1003'
+	run -0 get "$ALICE" /api/v1/keys/us-off
+	[ "$(status_of)" = 404 ]
+}
+
+@test "unknown paths are 404 and other methods on inventory are 405" {
+	run -0 get "$ALICE" /api/v1/nothing
+	[ "$(status_of)" = 404 ]
+	run -0 curl -s -o /dev/null -w '%{http_code}' -X DELETE -H "Authorization: Bearer $ALICE" "$NYX_TEST_BASE/api/v1/keys"
+	[ "$output" = 405 ]
+}
+
+@test "fault plans: nth and count pick exactly which matches fire" {
+	printf 'faults:\n  - {method: GET, path: /api/v1/keys, nth: 2, count: 2, status: 503, headers: {Retry-After: "7"}, body: "{}"}\n' | put_faults
+	codes=""
+	for i in 1 2 3 4; do
+		codes="$codes $(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $ALICE" "$NYX_TEST_BASE/api/v1/keys")"
+	done
+	[ "$codes" = " 200 503 503 200" ]
+	run -0 curl -s -D - -o /dev/null -H "Authorization: Bearer $ALICE" "$NYX_TEST_BASE/api/v1/user-services"
+	[[ $output != *Retry-After* ]]
+	run -0 requests
+	printf '%s\n' "$output" | jq -s -e '[.[].fault]==[null,0,0,null,null]'
+}
+
+@test "fault plans: headers, exact-size and chunked bodies, glob paths" {
+	printf 'faults:\n  - {path: "/api/v1/k*", status: 429, headers: {Retry-After: "3", ETag: "\\"e1\\""}, json: {error: rate_limited}}\n' | put_faults
+	run -0 curl -s -D - -H "Authorization: Bearer $ALICE" "$NYX_TEST_BASE/api/v1/keys/us-mine"
+	[[ $output == *"HTTP/1.1 429"* ]] && [[ $output == *"Retry-After: 3"* ]] && [[ $output == *'ETag: "e1"'* ]]
+	[[ $output == *'{"error":"rate_limited"}'* ]]
+	printf 'faults:\n  - {path: /api/v1/keys, body_bytes: 5000}\n' | put_faults
+	run -0 curl -s -D "$BATS_TEST_TMPDIR/h" -o "$BATS_TEST_TMPDIR/b" "$NYX_TEST_BASE/api/v1/keys"
+	[ "$(wc -c <"$BATS_TEST_TMPDIR/b")" -eq 5000 ]
+	jq -e .pad "$BATS_TEST_TMPDIR/b" >/dev/null
+	grep -qi '^content-length: 5000' "$BATS_TEST_TMPDIR/h"
+	printf 'faults:\n  - {path: /api/v1/keys, body_bytes: 5000, chunked: true}\n' | put_faults
+	run -0 curl -s -D "$BATS_TEST_TMPDIR/h" -o "$BATS_TEST_TMPDIR/b" "$NYX_TEST_BASE/api/v1/keys"
+	[ "$(wc -c <"$BATS_TEST_TMPDIR/b")" -eq 5000 ]
+	! grep -qi '^content-length' "$BATS_TEST_TMPDIR/h"
+	grep -qi '^transfer-encoding: chunked' "$BATS_TEST_TMPDIR/h"
+}
+
+@test "fault plans: a dropped connection gets no answer at all" {
+	printf 'faults:\n  - {path: /api/v1/users/me, drop: true}\n' | put_faults
+	run curl -s -H "Authorization: Bearer $ALICE" "$NYX_TEST_BASE/api/v1/users/me"
+	[ "$status" -eq 52 ] # curl: empty reply from server
+	run -0 requests
+	printf '%s\n' "$output" | jq -e 'select(.path=="/api/v1/users/me")|.dropped==true and .status==null and .principal=="u-alice"'
+}
+
+@test "fault plans: a delay holds one request, not the others" {
+	printf 'faults:\n  - {path: /api/v1/users/me, delay_ms: 1500}\n' | put_faults
+	curl -s -o /dev/null -H "Authorization: Bearer $ALICE" "$NYX_TEST_BASE/api/v1/users/me" &
+	slow=$!
+	sleep 0.2
+	start=$(date +%s%N)
+	run -0 curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $ALICE" "$NYX_TEST_BASE/api/v1/keys"
+	end=$(date +%s%N)
+	[ "$output" = 200 ]
+	[ $(((end - start) / 1000000)) -lt 1000 ]
+	wait "$slow"
+}
+
+@test "an invalid fault plan or world is refused and the old one kept" {
+	run -22 curl -sf -X PUT --data-binary 'faults: [{status: 500}]' "$NYX_TEST_BASE/_nyx/faults"
+	run -22 curl -sf -X PUT --data-binary 'routes: [{id: x}]' "$NYX_TEST_BASE/_nyx/world"
+	run -0 get "$ALICE" /api/v1/users/me
+	[ "$(status_of)" = 200 ]
+}
+
+@test "one log line per request on stderr, with no token" {
+	: >"$SANDBOXD_DIR/stderr.mark"
+	before=$(wc -l <"$SANDBOXD_DIR/stderr")
+	run -0 get "$ALICE" "/api/v1/keys?_nyxid_via=us-secret-route"
+	after=$(wc -l <"$SANDBOXD_DIR/stderr")
+	[ $((after - before)) -eq 1 ]
+	line=$(tail -n 1 "$SANDBOXD_DIR/stderr")
+	[[ $line == "nyx-sandboxd: GET /api/v1/keys?_nyxid_via=*** -> 200 u-alice/user "* ]]
+	run -0 cat "$SANDBOXD_DIR/stderr"
+	for t in "$ALICE" "$ALICE_AGENT" "$ALICE_DELEG_READ"; do
+		[[ $output != *"$t"* ]]
+	done
+	run -0 requests
+	[[ $output != *"$ALICE"* ]]
+}
+
+@test "the multi interface: 40 concurrent requests over at most 4 connections" {
+	run -0 "$NYX_TESTBIN/test_http_multi" "$NYX_TEST_BASE" "$ALICE"
+	refute_output --partial "not ok"
+	assert_output --partial "ok 5 - at most 4 connections"
+}
+
+@test "SIGHUP reloads the world file from disk" {
+	dir=$BATS_TEST_TMPDIR/hup
+	mkdir -p "$dir"
+	render "$FIX/worlds/principals.yaml" "$FIX/nyx-sandboxd/routes.yaml" >"$dir/w.yaml"
+	nyx-sandboxd --world "$dir/w.yaml" --port-file "$dir/port" 2>"$dir/err" 3>&- &
+	pid=$!
+	for _ in $(seq 1 100); do [ -s "$dir/port" ] && break; sleep 0.05; done
+	base="http://127.0.0.1:$(cat "$dir/port")"
+	n1=$(curl -s -H "Authorization: Bearer $ALICE" "$base/api/v1/keys" | jq '.keys|length')
+	render "$FIX/worlds/principals.yaml" >"$dir/w.yaml"
+	printf 'routes: []\n' >>"$dir/w.yaml"
+	kill -HUP "$pid"
+	for _ in $(seq 1 100); do grep -q reloaded "$dir/err" && break; sleep 0.05; done
+	n2=$(curl -s -H "Authorization: Bearer $ALICE" "$base/api/v1/keys" | jq '.keys|length')
+	kill "$pid"
+	wait "$pid" || true
+	[ "$n1" -eq 4 ] && [ "$n2" -eq 0 ]
+	grep -q "stopping on signal 15" "$dir/err"
+}
+
+@test "the control endpoints exist only with --control" {
+	dir=$BATS_TEST_TMPDIR/nc
+	mkdir -p "$dir"
+	render "$FIX/worlds/principals.yaml" >"$dir/w.yaml"
+	nyx-sandboxd --world "$dir/w.yaml" --port-file "$dir/port" -q 3>&- &
+	pid=$!
+	for _ in $(seq 1 100); do [ -s "$dir/port" ] && break; sleep 0.05; done
+	code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$(cat "$dir/port")/_nyx/requests")
+	kill "$pid"
+	wait "$pid" || true
+	[ "$code" = 404 ]
+}
+
+@test "start-up errors: missing world 66, bad world 65, bad --listen 64, no --world 64" {
+	run -66 nyx-sandboxd --world /nonexistent.yaml
+	printf 'routes: {a: 1}\n' >"$BATS_TEST_TMPDIR/w.yaml"
+	run -65 --separate-stderr nyx-sandboxd --world "$BATS_TEST_TMPDIR/w.yaml"
+	[[ $stderr == *"world_invalid"* ]]
+	printf 'routes: []\n' >"$BATS_TEST_TMPDIR/w.yaml"
+	run -64 nyx-sandboxd --world "$BATS_TEST_TMPDIR/w.yaml" --listen nowhere
+	run -65 nyx-sandboxd --world "$BATS_TEST_TMPDIR/w.yaml" --faults "$BATS_TEST_TMPDIR/w.yaml"
+	run -64 nyx-sandboxd
+}
+
+@test "listens on IPv6 loopback too" {
+	dir=$BATS_TEST_TMPDIR/v6
+	mkdir -p "$dir"
+	render "$FIX/worlds/principals.yaml" >"$dir/w.yaml"
+	printf 'routes: []\n' >>"$dir/w.yaml"
+	nyx-sandboxd --world "$dir/w.yaml" --listen '[::1]:0' --port-file "$dir/port" -q 3>&- &
+	pid=$!
+	for _ in $(seq 1 100); do [ -s "$dir/port" ] && break; sleep 0.05; done
+	if [ ! -s "$dir/port" ]; then
+		kill "$pid" 2>/dev/null || true
+		skip "no IPv6 loopback on this machine"
+	fi
+	code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $ALICE" "http://[::1]:$(cat "$dir/port")/api/v1/keys")
+	kill "$pid"
+	wait "$pid" || true
+	[ "$code" = 200 ]
+}

@@ -1,0 +1,14 @@
+#!/usr/bin/env bats
+# The C unit tests of the pure functions (tests/unit/test_*.c).
+
+load helpers/common
+
+@test "route classification unit tests" {
+	run -0 "$NYX_TESTBIN/test_route"
+	refute_output --partial "not ok"
+}
+
+@test "plumbing unit tests (credentials, redaction, time, digests, YAML, faults)" {
+	run -0 "$NYX_TESTBIN/test_plumbing"
+	refute_output --partial "not ok"
+}

@@ -1,0 +1,235 @@
+/* Unit tests of the pure route classification (WIRE.md section 2). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "nyx_inventory.h"
+#include "nyx_json.h"
+#include "nyx_nyxid.h"
+#include "nyx_route.h"
+#include "nyx_test.h"
+
+/* A personal route + key, compliant unless the caller edits them. */
+static const char *route_tpl =
+    "{\"id\":\"%s\",\"slug\":\"%s\",\"is_active\":true,"
+    "\"catalog_service_id\":\"cat\",\"credential_source\":%s%s}";
+static const char *key_tpl =
+    "{\"id\":\"%s\",\"slug\":\"%s\",\"is_active\":true,\"connected\":true,"
+    "\"status\":\"active\",\"catalog_service_id\":\"cat\","
+    "\"catalog_service_slug\":\"chrono-sandbox\",\"auto_connected\":false,"
+    "\"credential_source\":%s%s}";
+static const char *personal = "{\"type\":\"personal\"}";
+static const char *good = ",\"forward_access_token\":true,"
+			  "\"inject_delegation_token\":true,"
+			  "\"delegation_token_scope\":\"proxy:* sandbox:execute\"";
+
+static struct nyx_inventory
+inv_of(const char *services, const char *keys)
+{
+	struct nyx_inventory inv = NYX_INVENTORY_ZERO;
+	char why[300];
+	jv s = nyx_json_parse(services, strlen(services));
+	jv k = nyx_json_parse(keys, strlen(keys));
+
+	if (nyx_inventory_load(&inv, s, k, why, sizeof(why)) < 0)
+		printf("# load failed: %s\n", why);
+	return inv;
+}
+
+/* the templates above are fixed strings of this file */
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+static char *
+fmt(const char *tpl, const char *a, const char *b, const char *c,
+    const char *d)
+{
+	char *out = malloc(4096);
+
+	snprintf(out, 4096, tpl, a, b, c, d);
+	return out;
+}
+
+static enum nyx_verdict
+verdict(const char *services, const char *keys, const char *exact,
+    struct nyx_resolution *res, struct nyx_inventory *inv)
+{
+	*inv = inv_of(services, keys);
+	nyx_route_classify(inv, exact, res);
+	return res->verdict;
+}
+
+static void
+test_policy(void)
+{
+	struct nyx_route r;
+	bool mp, ms;
+
+	memset(&r, 0, sizeof(r));
+	r.forward_access_token = 1;
+	r.inject_delegation_token = 1;
+	r.delegation_token_scope = (char *)"sandbox:execute   proxy:*";
+	CHECK(nyx_route_policy_ok(&r, &mp, &ms), "scope order is free");
+	r.delegation_token_scope =
+	    (char *)"llm:proxy proxy:* sandbox:execute account:read";
+	CHECK(nyx_route_policy_ok(&r, &mp, &ms), "extra scopes are fine");
+	r.delegation_token_scope = (char *)"proxy:*sandbox:execute";
+	CHECK(!nyx_route_policy_ok(&r, &mp, &ms) && mp && ms,
+	    "scopes are whitespace-split, not substrings");
+	r.delegation_token_scope = (char *)"proxy:* sandbox:execute";
+	r.forward_access_token = NYX_ABSENT;
+	CHECK(!nyx_route_policy_ok(&r, NULL, NULL), "absent counts as false");
+	r.forward_access_token = 1;
+	r.inject_delegation_token = 0;
+	CHECK(!nyx_route_policy_ok(&r, NULL, NULL), "inject must be true");
+	r.inject_delegation_token = 1;
+	r.delegation_token_scope = NULL;
+	CHECK(!nyx_route_policy_ok(&r, &mp, &ms) && mp && ms,
+	    "absent scope misses both");
+}
+
+static void
+test_classify(void)
+{
+	struct nyx_resolution res;
+	struct nyx_inventory inv;
+	char *s1 = fmt(route_tpl, "us-1", "chrono-sandbox", personal, good);
+	char *k1 = fmt(key_tpl, "us-1", "chrono-sandbox", personal, "");
+	char *s2 = fmt(route_tpl, "us-2", "chrono-sandbox-aevatar", personal,
+	    good);
+	char *k2 = fmt(key_tpl, "us-2", "chrono-sandbox-aevatar", personal, "");
+	char services[9000], keys[9000];
+
+	snprintf(services, sizeof(services), "{\"services\":[%s]}", s1);
+	snprintf(keys, sizeof(keys), "{\"keys\":[%s]}", k1);
+	CHECK(verdict(services, keys, NULL, &res, &inv) == NYX_ROUTE_ADMITTED,
+	    "one compliant route is admitted");
+	CHECK(res.selected && strcmp(res.selected->r->id, "us-1") == 0 &&
+		res.canonical == 1 && res.eligible == 1,
+	    "admitted counts and selection");
+	nyx_resolution_free(&res);
+	nyx_inventory_free(&inv);
+
+	snprintf(keys, sizeof(keys), "{\"keys\":[]}");
+	CHECK(verdict(services, keys, NULL, &res, &inv) == NYX_ROUTE_MISSING,
+	    "a route without a /keys join is not canonical");
+	nyx_resolution_free(&res);
+	nyx_inventory_free(&inv);
+
+	snprintf(services, sizeof(services), "{\"services\":[%s,%s]}", s1, s2);
+	snprintf(keys, sizeof(keys), "{\"keys\":[%s,%s]}", k2, k1);
+	CHECK(verdict(services, keys, NULL, &res, &inv) == NYX_ROUTE_ADMITTED &&
+		strcmp(res.selected->r->slug, "chrono-sandbox") == 0 &&
+		res.eligible == 2,
+	    "shared route beats the alias");
+	nyx_resolution_free(&res);
+	nyx_inventory_free(&inv);
+	CHECK(verdict(services, keys, "us-2", &res, &inv) == NYX_ROUTE_ADMITTED &&
+		strcmp(res.selected->r->id, "us-2") == 0 && res.canonical == 1,
+	    "exact id selects the alias");
+	nyx_resolution_free(&res);
+	nyx_inventory_free(&inv);
+	CHECK(verdict(services, keys, "  ", &res, &inv) == NYX_ROUTE_ADMITTED &&
+		res.canonical == 2,
+	    "a blank exact id means none");
+	nyx_resolution_free(&res);
+	nyx_inventory_free(&inv);
+	CHECK(verdict(services, keys, " us-2 ", &res, &inv) ==
+		    NYX_ROUTE_ADMITTED &&
+		strcmp(res.selected->r->id, "us-2") == 0,
+	    "the exact id is trimmed");
+	nyx_resolution_free(&res);
+	nyx_inventory_free(&inv);
+
+	free(s1);
+	free(k1);
+	free(s2);
+	free(k2);
+}
+
+static void
+test_ready_writable(void)
+{
+	struct nyx_route r;
+	struct nyx_key k;
+	const char *why;
+
+	memset(&r, 0, sizeof(r));
+	memset(&k, 0, sizeof(k));
+	r.slug = k.slug = (char *)"chrono-sandbox";
+	r.catalog_service_id = k.catalog_service_id = (char *)"cat";
+	r.is_active = k.is_active = k.connected = true;
+	r.src.allowed = k.src.allowed = true;
+	k.status = (char *)"active";
+	k.auto_connected = 0;
+	CHECK(nyx_route_execution_ready(&r, &k, &why), "ready personal route");
+	CHECK(nyx_route_writable(&r, &k), "personal ready route is writable");
+	k.auto_connected = NYX_ABSENT;
+	CHECK(!nyx_route_writable(&r, &k),
+	    "an absent auto_connected is never guessed writable");
+	k.auto_connected = 1;
+	CHECK(!nyx_route_writable(&r, &k), "auto-connected is not writable");
+	k.auto_connected = 0;
+	r.src.type = k.src.type = NYX_SRC_ORG;
+	r.src.org_id = k.src.org_id = (char *)"org";
+	r.src.role = (char *)"admin";
+	k.src.role = (char *)"member";
+	CHECK(nyx_route_execution_ready(&r, &k, &why) &&
+		!nyx_route_writable(&r, &k),
+	    "org route needs admin on both sides to write");
+	k.src.role = (char *)"admin";
+	CHECK(nyx_route_writable(&r, &k), "org admin on both sides writes");
+	k.src.org_id = (char *)"other";
+	CHECK(!nyx_route_execution_ready(&r, &k, &why) &&
+		strcmp(why, "route and key owners differ") == 0,
+	    "different org ids are not ready");
+	k.src.org_id = (char *)"org";
+	k.status = (char *)"refresh_failed";
+	CHECK(!nyx_route_execution_ready(&r, &k, &why),
+	    "a failed credential is not ready");
+	k.node_id = (char *)"n1";
+	k.node_status = (char *)"online";
+	CHECK(nyx_route_execution_ready(&r, &k, &why),
+	    "a node route ignores the credential status");
+	k.node_status = (char *)"draining";
+	CHECK(!nyx_route_execution_ready(&r, &k, &why) &&
+		strcmp(why, "node not online") == 0,
+	    "a draining node is not ready");
+}
+
+static void
+test_digest(void)
+{
+	char out[NYX_SHA256_HEX];
+
+	/* computed independently (tests/helpers/lpdigest.py) */
+	nyx_route_contract_digest("us-1", "chrono-sandbox", "cat-1", out);
+	CHECK_STR(out,
+	    "863e3c36ed1ec390bbd2915394390e344658b39b7b53be2b1aaebccdfb7b1348",
+	    "contract digest known vector");
+	nyx_route_contract_digest("us-1", "chrono-sandbox", NULL, out);
+	CHECK(strcmp(out, "863e3c36ed1ec390bbd2915394390e344658b39b7b53be2b1"
+			  "aaebccdfb7b1348") != 0,
+	    "null differs from a value");
+}
+
+static void
+test_blockers(void)
+{
+	CHECK(nyx_route_blocker(NYX_ROUTE_ADMITTED) == NULL,
+	    "admitted has no blocker");
+	CHECK_STR(nyx_route_blocker(NYX_ROUTE_SOURCE_UNAVAILABLE)->runtime_code,
+	    "code_execution_route_resolution_failed",
+	    "source unavailable runtime code");
+	CHECK_STR(nyx_route_blocker(NYX_ROUTE_AMBIGUOUS)->remediation_text,
+	    "Keep exactly one platform code service", "ambiguous remediation");
+	CHECK(nyx_route_exit(NYX_ROUTE_POLICY_MISMATCH) == 3, "blockers exit 3");
+}
+
+int
+main(void)
+{
+	test_policy();
+	test_classify();
+	test_ready_writable();
+	test_digest();
+	test_blockers();
+	return nyx_test_done();
+}
