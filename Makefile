@@ -9,6 +9,16 @@ PKG_CONFIG ?= pkg-config
 O ?= build
 WERROR ?= -Werror
 
+# V=1 shows the full compiler lines.
+V ?= 0
+ifeq ($(V),1)
+Q :=
+QCC = :
+else
+Q := @
+QCC = printf '  %-6s %s\n'
+endif
+
 TOOLS := nyx-route-inspect
 DAEMONS := nyx-sandboxd
 PROGS := $(TOOLS) $(DAEMONS)
@@ -42,22 +52,27 @@ all: $(PROGS:%=$(O)/bin/%) $(UNITBIN)
 
 $(O)/obj/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC) $(NYX_CPPFLAGS) $(CPPFLAGS) $(NYX_CFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
+	@$(QCC) CC $<
+	$(Q)$(CC) $(NYX_CPPFLAGS) $(CPPFLAGS) $(NYX_CFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
 
 $(O)/libnyx.a: $(LIBOBJ)
-	$(AR) rcs $@ $^
+	@$(QCC) AR $@
+	$(Q)$(AR) rcs $@ $^
 
 $(O)/bin/nyx-sandboxd: $(O)/obj/cmd/nyx-sandboxd.o $(O)/libnyx.a
 	@mkdir -p $(@D)
-	$(CC) $(NYX_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(SRV_LIBS) $(LIBS) $(LDLIBS)
+	@$(QCC) LD $@
+	$(Q)$(CC) $(NYX_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(SRV_LIBS) $(LIBS) $(LDLIBS)
 
 $(O)/bin/%: $(O)/obj/cmd/%.o $(O)/libnyx.a
 	@mkdir -p $(@D)
-	$(CC) $(NYX_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS) $(LDLIBS)
+	@$(QCC) LD $@
+	$(Q)$(CC) $(NYX_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS) $(LDLIBS)
 
 $(O)/tests/%: $(O)/obj/tests/unit/%.o $(O)/libnyx.a
 	@mkdir -p $(@D)
-	$(CC) $(NYX_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS) $(LDLIBS)
+	@$(QCC) LD $@
+	$(Q)$(CC) $(NYX_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS) $(LDLIBS)
 
 -include $(LIBOBJ:.o=.d) $(PROGS:%=$(O)/obj/cmd/%.d) $(UNITSRC:tests/unit/%.c=$(O)/obj/tests/unit/%.d)
 .SECONDARY:
@@ -69,6 +84,9 @@ JOBS ?= 2
 check: all
 	NYX_BIN=$(abspath $(O)/bin) NYX_TESTBIN=$(abspath $(O)/tests) \
 	    $(PROVE) -j$(JOBS) --exec 'bats --tap' tests/*.bats
+
+# The README's test command: lint, the suite, the suite again under ASan.
+test: lint check asan
 
 ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
 	-fno-sanitize-recover=all
@@ -139,4 +157,4 @@ uninstall:
 clean:
 	rm -rf build
 
-.PHONY: all check asan valgrind-check lint demo deps install uninstall clean
+.PHONY: all test check asan valgrind-check lint demo deps install uninstall clean

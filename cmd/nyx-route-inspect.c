@@ -120,8 +120,8 @@ load_json(const char *path, jv *out, struct nyx_err *err)
 }
 
 static int
-load_offline(const struct opts *o, struct nyx_inventory *inv,
-    struct nyx_err *err)
+load_offline(
+    const struct opts *o, struct nyx_inventory *inv, struct nyx_err *err)
 {
 	jv services, keys, doc;
 	char why[400];
@@ -132,8 +132,10 @@ load_offline(const struct opts *o, struct nyx_inventory *inv,
 		if (jv_get_kind(doc) != JV_KIND_OBJECT) {
 			jv_free(doc);
 			return nyx_err_set(err, NYX_EXIT_DATAERR,
-			    "inventory_invalid", "%s: the top level must be an "
-			    "object with user_services and keys", o->inventory);
+			    "inventory_invalid",
+			    "%s: the top level must be an "
+			    "object with user_services and keys",
+			    o->inventory);
 		}
 		services = nyx_json_get(doc, "user_services");
 		keys = nyx_json_get(doc, "keys");
@@ -173,8 +175,10 @@ print_table(const struct nyx_resolution *res)
 		if (strlen(c->r->slug) > sw)
 			sw = strlen(c->r->slug);
 	}
-	fprintf(stderr, "%-*s  %-*s  CANON  ACCESS  ACTIVE  READY  POLICY  "
-	    "WRITE  VERDICT\n", (int)w, "ROUTE", (int)sw, "SLUG");
+	fprintf(stderr,
+	    "%-*s  %-*s  CANON  ACCESS  ACTIVE  READY  POLICY  "
+	    "WRITE  VERDICT\n",
+	    (int)w, "ROUTE", (int)sw, "SLUG");
 	for (i = 0; i < res->ncands; i++) {
 		const struct nyx_candidate *c = &res->cands[i];
 		const char *verdict;
@@ -188,34 +192,42 @@ print_table(const struct nyx_resolution *res)
 			verdict = "eligible";
 		else
 			verdict = c->why_not;
-		fprintf(stderr, "%-*s  %-*s  %-5s  %-6s  %-6s  %-5s  %-6s  "
-		    "%-5s  %s\n", (int)w, c->r->id, (int)sw, c->r->slug,
-		    yn(c->canonical), c->canonical ? yn(c->accessible) : "-",
+		fprintf(stderr,
+		    "%-*s  %-*s  %-5s  %-6s  %-6s  %-5s  %-6s  "
+		    "%-5s  %s\n",
+		    (int)w, c->r->id, (int)sw, c->r->slug, yn(c->canonical),
+		    c->canonical ? yn(c->accessible) : "-",
 		    c->accessible ? yn(c->active) : "-",
 		    c->active ? yn(c->ready) : "-",
-		    yn(nyx_route_policy_ok(c->r, NULL, NULL)),
-		    yn(c->writable), verdict);
+		    yn(nyx_route_policy_ok(c->r, NULL, NULL)), yn(c->writable),
+		    verdict);
 		if (c->r->forward_access_token != 1)
 			fprintf(stderr, "  forward_access_token: %s -> true\n",
 			    nyx_tri_str(c->r->forward_access_token));
 		if (c->r->inject_delegation_token != 1)
-			fprintf(stderr, "  inject_delegation_token: %s -> true\n",
+			fprintf(stderr,
+			    "  inject_delegation_token: %s -> true\n",
 			    nyx_tri_str(c->r->inject_delegation_token));
 		if (c->miss_proxy || c->miss_sandbox)
-			fprintf(stderr, "  delegation_token_scope: missing "
-			    "[%s%s%s]\n", c->miss_proxy ? "proxy:*" : "",
+			fprintf(stderr,
+			    "  delegation_token_scope: missing "
+			    "[%s%s%s]\n",
+			    c->miss_proxy ? "proxy:*" : "",
 			    c->miss_proxy && c->miss_sandbox ? ", " : "",
 			    c->miss_sandbox ? "sandbox:execute" : "");
 		if (c->ready && c->k && c->k->auto_connected == NYX_ABSENT)
-			fprintf(stderr, "  auto_connected: absent (not "
+			fprintf(stderr,
+			    "  auto_connected: absent (not "
 			    "writable)\n");
 	}
 	if (shown == 0)
-		fprintf(stderr, "(no route with slug chrono-sandbox or "
+		fprintf(stderr,
+		    "(no route with slug chrono-sandbox or "
 		    "chrono-sandbox-aevatar)\n");
-	fprintf(stderr, "counts: canonical=%d accessible=%d active=%d "
-	    "eligible=%d\n", res->canonical, res->accessible, res->active,
-	    res->eligible);
+	fprintf(stderr,
+	    "counts: canonical=%d accessible=%d active=%d "
+	    "eligible=%d\n",
+	    res->canonical, res->accessible, res->active, res->eligible);
 }
 
 /* Report a blocked admission on stderr (plain or --check form). */
@@ -235,8 +247,8 @@ blocked_early(const struct opts *o, enum nyx_verdict v, const char *msg,
     int status, int code, const char *base_url)
 {
 	report_blocked(o, nyx_route_blocker(v)->code, msg);
-	nyx_cli_emit(nyx_route_blocked(v, msg, status, code, base_url,
-	    nyx_cli_diag()));
+	nyx_cli_emit(
+	    nyx_route_blocked(v, msg, status, code, base_url, nyx_cli_diag()));
 	return code;
 }
 
@@ -275,8 +287,8 @@ run(const struct opts *o, const struct nyx_common *cm, struct nyx_err *err)
 			code = blocked_early(o, NYX_ROUTE_CREDENTIAL_REQUIRED,
 			    "No source-readable NyxID credential is configured "
 			    "(--token-file, NYX_TOKEN_FILE, NYX_TOKEN or a "
-			    "profile's token_file).", 0, NYX_EXIT_NOPERM,
-			    s.base_url);
+			    "profile's token_file).",
+			    0, NYX_EXIT_NOPERM, s.base_url);
 			goto out;
 		}
 		nyx_log_add_secret(s.token);
@@ -286,7 +298,8 @@ run(const struct opts *o, const struct nyx_common *cm, struct nyx_err *err)
 		if (!nyx_cred_source_readable(&cred)) {
 			char msg[300];
 
-			snprintf(msg, sizeof(msg), "The configured credential "
+			snprintf(msg, sizeof(msg),
+			    "The configured credential "
 			    "(%s, from %s) cannot read NyxID inventory; a user "
 			    "access token or a delegation token with "
 			    "account:read is required.",
@@ -297,7 +310,8 @@ run(const struct opts *o, const struct nyx_common *cm, struct nyx_err *err)
 		}
 		http = nyx_http_new();
 		if (http == NULL) {
-			nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
+			nyx_err_set(
+			    err, NYX_EXIT_OSERR, "oom", "out of memory");
 			goto out;
 		}
 		client.http = http;
@@ -318,24 +332,28 @@ run(const struct opts *o, const struct nyx_common *cm, struct nyx_err *err)
 	}
 	if (o->table)
 		print_table(&res);
-	nyx_log(NYX_LOG_INFO, "classified %zu routes: canonical=%d "
-	    "accessible=%d active=%d eligible=%d", inv.nroutes, res.canonical,
-	    res.accessible, res.active, res.eligible);
+	nyx_log(NYX_LOG_INFO,
+	    "classified %zu routes: canonical=%d "
+	    "accessible=%d active=%d eligible=%d",
+	    inv.nroutes, res.canonical, res.accessible, res.active,
+	    res.eligible);
 	if (res.verdict == NYX_ROUTE_ADMITTED) {
-		if (o->check)
-			fprintf(stderr, "%s: PASS: the %s route satisfies the "
-			    "code execution contract\n", nyx_cli_prog(),
-			    res.selected->r->slug);
+		/* under -q a passing cron check stays silent */
+		if (o->check && !cm->quiet)
+			fprintf(stderr,
+			    "%s: PASS: the %s route satisfies the "
+			    "code execution contract\n",
+			    nyx_cli_prog(), res.selected->r->slug);
 		code = NYX_EXIT_OK;
 	} else {
-		report_blocked(o, nyx_route_blocker(res.verdict)->code,
-		    res.message);
+		report_blocked(
+		    o, nyx_route_blocker(res.verdict)->code, res.message);
 		code = NYX_EXIT_BLOCKED;
 		if (o->check && res.verdict == NYX_ROUTE_POLICY_MISMATCH)
 			code = NYX_EXIT_NO;
 	}
-	nyx_cli_emit(nyx_route_admission(&inv, &res, s.base_url,
-	    nyx_cli_diag(), observed));
+	nyx_cli_emit(nyx_route_admission(
+	    &inv, &res, s.base_url, nyx_cli_diag(), observed));
 out:
 	nyx_resolution_free(&res);
 	nyx_inventory_free(&inv);
@@ -359,7 +377,8 @@ main(int argc, char **argv)
 	if (idx < argc)
 		nyx_cli_usage("unexpected argument '%s'", argv[idx]);
 	if (o.inventory != NULL && (o.user_services || o.keys))
-		nyx_cli_usage("--inventory excludes --user-services and --keys");
+		nyx_cli_usage(
+		    "--inventory excludes --user-services and --keys");
 	if ((o.user_services == NULL) != (o.keys == NULL))
 		nyx_cli_usage("--user-services and --keys go together");
 	if (nyx_time_init(&err) < 0)

@@ -92,7 +92,8 @@ load_docs(const struct opts *o, jv *world, jv *faults, struct nyx_err *err)
 	*faults = jv_null();
 	if (nyx_yaml_load_file(o->world, world, err) < 0)
 		return -1;
-	if (o->faults != NULL && nyx_yaml_load_file(o->faults, faults, err) < 0) {
+	if (o->faults != NULL &&
+	    nyx_yaml_load_file(o->faults, faults, err) < 0) {
 		jv_free(*world);
 		return -1;
 	}
@@ -138,8 +139,8 @@ run(const struct opts *o, struct nyx_err *err)
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
-	srv = nyx_srv_start(o->listen ? o->listen : "127.0.0.1:0", world, faults,
-	    o->control, err);
+	srv = nyx_srv_start(o->listen ? o->listen : "127.0.0.1:0", world,
+	    faults, o->control, err);
 	if (srv == NULL)
 		return -1;
 	if (o->port_file != NULL &&
@@ -155,15 +156,19 @@ run(const struct opts *o, struct nyx_err *err)
 			break;
 		/* SIGHUP: reload the world and the fault plan from disk */
 		if (load_docs(o, &world, &faults, err) < 0) {
-			nyx_log(NYX_LOG_WARN, "reload failed, keeping the old "
-			    "world: %s", err->message);
+			nyx_log(NYX_LOG_WARN,
+			    "reload failed, keeping the old "
+			    "world: %s",
+			    err->message);
 			continue;
 		}
 		{
 			char why[512];
 
-			if (nyx_srv_set_world(srv, world, why, sizeof(why)) < 0 ||
-			    nyx_srv_set_faults(srv, faults, why, sizeof(why)) < 0)
+			if (nyx_srv_set_world(srv, world, why, sizeof(why)) <
+			        0 ||
+			    nyx_srv_set_faults(srv, faults, why, sizeof(why)) <
+			        0)
 				nyx_log(NYX_LOG_WARN, "reload failed: %s", why);
 			else
 				nyx_log_line("reloaded the world and faults");

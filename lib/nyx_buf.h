@@ -16,11 +16,14 @@ struct nyx_buf {
 	char *data;
 	size_t len;
 	size_t alloc;
-	size_t cap;  /* 0 = unlimited */
+	size_t cap; /* 0 = unlimited */
 	bool secret; /* wipe before freeing */
 };
 
-#define NYX_BUF_ZERO {NULL, 0, 0, 0, false}
+#define NYX_BUF_ZERO                                                           \
+	{                                                                      \
+		NULL, 0, 0, 0, false                                           \
+	}
 
 void nyx_buf_init(struct nyx_buf *b, size_t cap);
 

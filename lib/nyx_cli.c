@@ -115,8 +115,8 @@ help(const struct nyx_cli_spec *spec)
 }
 
 int
-nyx_cli_parse(int argc, char **argv, const struct nyx_cli_spec *spec,
-    void *ctx, struct nyx_common *cm)
+nyx_cli_parse(int argc, char **argv, const struct nyx_cli_spec *spec, void *ctx,
+    struct nyx_common *cm)
 {
 	static const struct option common[] = {
 	    {"help", no_argument, NULL, 'h'},
@@ -131,7 +131,7 @@ nyx_cli_parse(int argc, char **argv, const struct nyx_cli_spec *spec,
 	    {"base-url", required_argument, NULL, NYX_OPT_BASE_URL},
 	    {"token-file", required_argument, NULL, NYX_OPT_TOKEN_FILE},
 	    {"exec-token-file", required_argument, NULL,
-		NYX_OPT_EXEC_TOKEN_FILE},
+	        NYX_OPT_EXEC_TOKEN_FILE},
 	    {"timeout", required_argument, NULL, NYX_OPT_TIMEOUT},
 	};
 	static const struct option state[] = {
@@ -151,7 +151,7 @@ nyx_cli_parse(int argc, char **argv, const struct nyx_cli_spec *spec,
 	if (spec->flags & NYX_CLI_STATE)
 		all[n++] = state[0];
 	for (i = 0; spec->longopts != NULL && spec->longopts[i].name != NULL &&
-		    n < sizeof(all) / sizeof(all[0]) - 1;
+	     n < sizeof(all) / sizeof(all[0]) - 1;
 	     i++)
 		all[n++] = spec->longopts[i];
 	memset(&all[n], 0, sizeof(all[n]));
@@ -164,13 +164,13 @@ nyx_cli_parse(int argc, char **argv, const struct nyx_cli_spec *spec,
 		case 'h':
 			help(spec);
 			exit(fflush(stdout) == 0 && !ferror(stdout)
-				? NYX_EXIT_OK
-				: NYX_EXIT_IOERR);
+			        ? NYX_EXIT_OK
+			        : NYX_EXIT_IOERR);
 		case 'V':
 			printf("%s %s\n", prog, NYX_VERSION);
 			exit(fflush(stdout) == 0 && !ferror(stdout)
-				? NYX_EXIT_OK
-				: NYX_EXIT_IOERR);
+			        ? NYX_EXIT_OK
+			        : NYX_EXIT_IOERR);
 		case 'c':
 			cm->config = optarg;
 			break;
@@ -202,14 +202,15 @@ nyx_cli_parse(int argc, char **argv, const struct nyx_cli_spec *spec,
 			cm->state_dir = optarg;
 			break;
 		case ':':
-			nyx_cli_usage("option '%s' needs a value",
-			    argv[optind - 1]);
+			nyx_cli_usage(
+			    "option '%s' needs a value", argv[optind - 1]);
 		case '?':
 			if (optopt != 0)
 				nyx_cli_usage("unknown option '-%c'", optopt);
 			nyx_cli_usage("unknown option '%s'", argv[optind - 1]);
 		default:
-			if (spec->on_opt == NULL || spec->on_opt(c, optarg, ctx) < 0)
+			if (spec->on_opt == NULL ||
+			    spec->on_opt(c, optarg, ctx) < 0)
 				exit(NYX_EXIT_USAGE);
 		}
 	}
@@ -243,16 +244,16 @@ nyx_cli_error_record(const struct nyx_err *err)
 	rec = jv_object_set(rec, jv_string("tool"), jv_string(prog));
 	rec = jv_object_set(rec, jv_string("code"),
 	    jv_string(err->code[0] ? err->code : "internal_error"));
-	rec = jv_object_set(rec, jv_string("class"),
-	    jv_string(nyx_exit_class(err->exit)));
+	rec = jv_object_set(
+	    rec, jv_string("class"), jv_string(nyx_exit_class(err->exit)));
 	rec = jv_object_set(rec, jv_string("exit"), jv_number(err->exit));
-	rec = jv_object_set(rec, jv_string("retryable"),
-	    jv_bool(err->retryable));
+	rec =
+	    jv_object_set(rec, jv_string("retryable"), jv_bool(err->retryable));
 	rec = jv_object_set(rec, jv_string("message"), jv_string(err->message));
 	rec = jv_object_set(rec, jv_string("diagnostic_id"), jv_string(diag));
 	if (err->http_status != 0)
-		rec = jv_object_set(rec, jv_string("http_status"),
-		    jv_number(err->http_status));
+		rec = jv_object_set(
+		    rec, jv_string("http_status"), jv_number(err->http_status));
 	return rec;
 }
 
@@ -277,8 +278,9 @@ nyx_cli_finish(int code)
 	if (stdout_failed) {
 		/* a reader that went away is not worth a message */
 		if (stdout_errno != EPIPE)
-			fprintf(stderr, "%s: error: write error on stdout: %s\n",
-			    prog, strerror(stdout_errno ? stdout_errno : EIO));
+			fprintf(stderr,
+			    "%s: error: write error on stdout: %s\n", prog,
+			    strerror(stdout_errno ? stdout_errno : EIO));
 		return NYX_EXIT_IOERR;
 	}
 	return code;

@@ -21,7 +21,8 @@
 #include "nyx_err.h"
 
 /* Which common flag groups a program accepts. */
-#define NYX_CLI_NET 0x1	  /* --base-url --token-file --exec-token-file --timeout */
+#define NYX_CLI_NET                                                            \
+	0x1 /* --base-url --token-file --exec-token-file --timeout */
 #define NYX_CLI_STATE 0x2 /* --state-dir */
 
 /* Option codes of long-only common flags (own long-only flags use >= 2000). */
@@ -36,8 +37,8 @@ enum {
 
 struct nyx_cli_spec {
 	const char *synopsis; /* after the program name */
-	const char *options;  /* the program's own option lines */
-	unsigned flags;	      /* NYX_CLI_NET | NYX_CLI_STATE */
+	const char *options; /* the program's own option lines */
+	unsigned flags; /* NYX_CLI_NET | NYX_CLI_STATE */
 	const char *shortopts; /* the program's own short options */
 	const struct option *longopts; /* NULL-terminated, own only */
 	/* Handle an own option; return 0, or -1 for misuse (message set). */

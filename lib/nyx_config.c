@@ -80,7 +80,8 @@ ycollection(struct yctx *y, bool mapping, jv *out, int depth)
 		if (ynext(y, &ev) < 0)
 			goto fail;
 		if (ev.type ==
-		    (mapping ? YAML_MAPPING_END_EVENT : YAML_SEQUENCE_END_EVENT)) {
+		    (mapping ? YAML_MAPPING_END_EVENT
+		             : YAML_SEQUENCE_END_EVENT)) {
 			yaml_event_delete(&ev);
 			*out = acc;
 			return 0;
@@ -89,13 +90,15 @@ ycollection(struct yctx *y, bool mapping, jv *out, int depth)
 			if (ev.type != YAML_SCALAR_EVENT) {
 				yaml_event_delete(&ev);
 				nyx_err_set(y->err, NYX_EXIT_DATAERR,
-				    "yaml_invalid", "%s: mapping keys must be "
-				    "scalars", y->name);
+				    "yaml_invalid",
+				    "%s: mapping keys must be "
+				    "scalars",
+				    y->name);
 				goto fail;
 			}
-			key = jv_string_sized(
-			    (const char *)ev.data.scalar.value,
-			    (int)ev.data.scalar.length);
+			key =
+			    jv_string_sized((const char *)ev.data.scalar.value,
+			        (int)ev.data.scalar.length);
 			yaml_event_delete(&ev);
 			if (ynext(y, &ev) < 0) {
 				jv_free(key);
@@ -151,8 +154,8 @@ ynode(struct yctx *y, yaml_event_t *ev, jv *out, int depth)
 }
 
 int
-nyx_yaml_load_buf(const char *buf, size_t len, const char *name, jv *out,
-    struct nyx_err *err)
+nyx_yaml_load_buf(
+    const char *buf, size_t len, const char *name, jv *out, struct nyx_err *err)
 {
 	struct yctx y;
 	yaml_event_t ev;
@@ -187,8 +190,8 @@ out:
 }
 
 int
-nyx_config_check_perms(int fd, const char *path, bool secret,
-    struct nyx_err *err)
+nyx_config_check_perms(
+    int fd, const char *path, bool secret, struct nyx_err *err)
 {
 	struct stat st;
 
@@ -199,12 +202,16 @@ nyx_config_check_perms(int fd, const char *path, bool secret,
 		return nyx_err_set(err, NYX_EXIT_CONFIG, "file_not_regular",
 		    "%s is not a regular file", path);
 	if (st.st_mode & (S_IWGRP | S_IWOTH))
-		return nyx_err_set(err, NYX_EXIT_CONFIG, "file_permissions_unsafe",
+		return nyx_err_set(err, NYX_EXIT_CONFIG,
+		    "file_permissions_unsafe",
 		    "%s is writable by group or others; refusing it (chmod "
-		    "go-w)", path);
+		    "go-w)",
+		    path);
 	if (secret && (st.st_mode & (S_IRGRP | S_IROTH)))
-		nyx_log(NYX_LOG_WARN, "%s is readable by group or others "
-		    "(chmod 600 recommended)", path);
+		nyx_log(NYX_LOG_WARN,
+		    "%s is readable by group or others "
+		    "(chmod 600 recommended)",
+		    path);
 	return 0;
 }
 
@@ -224,8 +231,8 @@ read_checked(const char *path, bool secret, size_t cap, struct nyx_buf *b,
 	nyx_buf_init(b, cap);
 	b->secret = secret;
 	if (nyx_buf_read_fd(b, fd) < 0) {
-		nyx_err_set(err, errno == EFBIG ? NYX_EXIT_CONFIG
-						: NYX_EXIT_NOINPUT,
+		nyx_err_set(err,
+		    errno == EFBIG ? NYX_EXIT_CONFIG : NYX_EXIT_NOINPUT,
 		    "file_unreadable", "cannot read %s: %s", path,
 		    errno == EFBIG ? "file too large" : strerror(errno));
 		nyx_buf_free(b);
@@ -371,8 +378,8 @@ static int
 load_config_file(const struct nyx_common *c, struct nyx_settings *s, jv *cfg,
     struct nyx_err *err)
 {
-	static const char *const top_keys[] = {"default_profile", "state_dir",
-	    "profiles", NULL};
+	static const char *const top_keys[] = {
+	    "default_profile", "state_dir", "profiles", NULL};
 	const char *explicit_path = c->config ? c->config : envv("NYX_CONFIG");
 	char *path = NULL;
 	struct nyx_buf b = NYX_BUF_ZERO;
@@ -391,8 +398,8 @@ load_config_file(const struct nyx_common *c, struct nyx_settings *s, jv *cfg,
 		n = strlen(xdg ? xdg : home) + 32;
 		path = malloc(n);
 		if (path == NULL)
-			return nyx_err_set(err, NYX_EXIT_OSERR, "oom",
-			    "out of memory");
+			return nyx_err_set(
+			    err, NYX_EXIT_OSERR, "oom", "out of memory");
 		if (xdg)
 			snprintf(path, n, "%s/nyx/config.yaml", xdg);
 		else
@@ -410,7 +417,8 @@ load_config_file(const struct nyx_common *c, struct nyx_settings *s, jv *cfg,
 			err->exit = NYX_EXIT_CONFIG;
 		goto out;
 	}
-	if (nyx_yaml_load_buf(b.data ? b.data : "", b.len, path, cfg, err) < 0) {
+	if (nyx_yaml_load_buf(b.data ? b.data : "", b.len, path, cfg, err) <
+	    0) {
 		err->exit = NYX_EXIT_CONFIG;
 		snprintf(err->code, sizeof(err->code), "config_invalid");
 		goto out;
@@ -441,8 +449,8 @@ dup_or_null(const char *s)
 }
 
 int
-nyx_settings_resolve(const struct nyx_common *c, struct nyx_settings *s,
-    struct nyx_err *err)
+nyx_settings_resolve(
+    const struct nyx_common *c, struct nyx_settings *s, struct nyx_err *err)
 {
 	static const char *const prof_keys[] = {"base_url", "token_file",
 	    "exec_token_file", "backend", "state_dir", "timeout",
@@ -519,8 +527,8 @@ nyx_settings_resolve(const struct nyx_common *c, struct nyx_settings *s,
 			if (xdg)
 				snprintf(s->state_dir, n, "%s/nyx", xdg);
 			else
-				snprintf(s->state_dir, n,
-				    "%s/.local/state/nyx", home ? home : "/tmp");
+				snprintf(s->state_dir, n, "%s/.local/state/nyx",
+				    home ? home : "/tmp");
 		}
 	}
 	if (s->state_dir == NULL) {
@@ -529,7 +537,8 @@ nyx_settings_resolve(const struct nyx_common *c, struct nyx_settings *s,
 	}
 
 	if (c->timeout != NULL) {
-		if (parse_secs(c->timeout, "--timeout", &s->timeout_ms, err) < 0)
+		if (parse_secs(c->timeout, "--timeout", &s->timeout_ms, err) <
+		    0)
 			goto out;
 	} else if (nyx_json_kind(prof, "timeout") == JV_KIND_NUMBER) {
 		jv t = nyx_json_get(prof, "timeout");
@@ -544,8 +553,8 @@ nyx_settings_resolve(const struct nyx_common *c, struct nyx_settings *s,
 		s->timeout_ms = (long)d * 1000;
 	}
 	v = envv("NYX_MAX_INVENTORY_BYTES");
-	if (v != NULL || nyx_json_kind(prof, "max_inventory_bytes") ==
-			     JV_KIND_NUMBER) {
+	if (v != NULL ||
+	    nyx_json_kind(prof, "max_inventory_bytes") == JV_KIND_NUMBER) {
 		double d;
 
 		if (v != NULL) {
@@ -561,7 +570,8 @@ nyx_settings_resolve(const struct nyx_common *c, struct nyx_settings *s,
 			d = jv_number_value(t);
 			jv_free(t);
 		}
-		if (d < 1024 || d > 256.0 * 1024 * 1024 || d != (double)(size_t)d) {
+		if (d < 1024 || d > 256.0 * 1024 * 1024 ||
+		    d != (double)(size_t)d) {
 			nyx_err_set(err, NYX_EXIT_CONFIG, "config_invalid",
 			    "max_inventory_bytes must be 1024..268435456");
 			goto out;
@@ -631,7 +641,8 @@ nyx_settings_load_token(const struct nyx_common *c, struct nyx_settings *s,
 	if ((v = getenv(venv)) != NULL) {
 		*origin = venv;
 		*dst = strdup(v);
-		return *dst ? 0 : nyx_err_set(err, NYX_EXIT_OSERR, "oom", "oom");
+		return *dst ? 0
+		            : nyx_err_set(err, NYX_EXIT_OSERR, "oom", "oom");
 	}
 	if ((v = nyx_json_peek_str(s->profile_obj, pkey)) != NULL) {
 		*origin = pkey;
@@ -639,20 +650,23 @@ nyx_settings_load_token(const struct nyx_common *c, struct nyx_settings *s,
 	}
 	if (which == 1) {
 		/* the execution token defaults to the source-readable one */
-		if (s->token == NULL && nyx_settings_load_token(c, s, 0, err) < 0)
+		if (s->token == NULL &&
+		    nyx_settings_load_token(c, s, 0, err) < 0)
 			return -1;
 		if (s->token != NULL) {
 			*origin = s->token_origin;
 			*dst = strdup(s->token);
-			return *dst ? 0 : nyx_err_set(err, NYX_EXIT_OSERR, "oom",
-						 "oom");
+			return *dst
+			    ? 0
+			    : nyx_err_set(err, NYX_EXIT_OSERR, "oom", "oom");
 		}
 		return 0;
 	}
 	if ((v = getenv("NYXID_API_KEY")) != NULL) {
 		*origin = "NYXID_API_KEY";
 		*dst = strdup(v);
-		return *dst ? 0 : nyx_err_set(err, NYX_EXIT_OSERR, "oom", "oom");
+		return *dst ? 0
+		            : nyx_err_set(err, NYX_EXIT_OSERR, "oom", "oom");
 	}
 	return 0;
 }

@@ -36,26 +36,26 @@ struct nyx_common {
 #define NYX_INVENTORY_MAX_DEFAULT (1024u * 1024u)
 
 struct nyx_settings {
-	char *config_path;   /* NULL when no file was read */
-	char *profile;	     /* NULL when none selected */
-	char *base_url;	     /* no trailing '/'; NULL when unset */
-	char *backend;	     /* "nyxid", "local" or NULL */
-	char *state_dir;     /* always set after resolve */
-	long timeout_ms;     /* per-exchange override; 0 = per-call default */
+	char *config_path; /* NULL when no file was read */
+	char *profile; /* NULL when none selected */
+	char *base_url; /* no trailing '/'; NULL when unset */
+	char *backend; /* "nyxid", "local" or NULL */
+	char *state_dir; /* always set after resolve */
+	long timeout_ms; /* per-exchange override; 0 = per-call default */
 	size_t max_inventory_bytes;
-	char *token;	     /* source-readable token, NULL until loaded */
-	char *exec_token;    /* execution token, NULL until loaded */
+	char *token; /* source-readable token, NULL until loaded */
+	char *exec_token; /* execution token, NULL until loaded */
 	const char *token_origin; /* where the token came from (no secret) */
 	const char *exec_token_origin;
-	jv profile_obj;	     /* the selected profile (object or null) */
+	jv profile_obj; /* the selected profile (object or null) */
 };
 
 void nyx_settings_init(struct nyx_settings *s);
 void nyx_settings_free(struct nyx_settings *s);
 
 /* Load the config file and resolve every non-secret setting. */
-int nyx_settings_resolve(const struct nyx_common *c, struct nyx_settings *s,
-    struct nyx_err *err);
+int nyx_settings_resolve(
+    const struct nyx_common *c, struct nyx_settings *s, struct nyx_err *err);
 
 /*
  * Load the source-readable token (which = 0) or the execution token
@@ -78,8 +78,8 @@ int nyx_yaml_load_buf(const char *buf, size_t len, const char *name, jv *out,
  * Refuse a file writable by group or others (78); warn when `secret` and
  * it is readable by others.  Uses the open descriptor.
  */
-int nyx_config_check_perms(int fd, const char *path, bool secret,
-    struct nyx_err *err);
+int nyx_config_check_perms(
+    int fd, const char *path, bool secret, struct nyx_err *err);
 
 /* Expand a leading "~/" with $HOME into a new heap string. */
 char *nyx_expand_home(const char *path);

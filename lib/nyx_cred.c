@@ -60,7 +60,8 @@ all_lower_hex(const char *s, size_t n)
 	size_t i;
 
 	for (i = 0; i < n; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+		if (!((s[i] >= '0' && s[i] <= '9') ||
+		        (s[i] >= 'a' && s[i] <= 'f')))
 			return false;
 	return s[n] == '\0';
 }
@@ -118,14 +119,15 @@ nyx_cred_classify(const char *token, struct nyx_cred *out)
 		if (strlen(token) == 9 + 64 && all_lower_hex(token + 9, 64)) {
 			out->kind = NYX_CRED_AGENT_KEY;
 			/* the public prefix, as NyxID stores it */
-			snprintf(out->subject, sizeof(out->subject), "%.17s",
-			    token);
+			snprintf(
+			    out->subject, sizeof(out->subject), "%.17s", token);
 		} else {
 			out->kind = NYX_CRED_API_KEY;
 		}
 		return;
 	}
-	if (strncmp(token, "nyxid_", 6) == 0 || strncmp(token, "nyx_", 4) == 0) {
+	if (strncmp(token, "nyxid_", 6) == 0 ||
+	    strncmp(token, "nyx_", 4) == 0) {
 		out->kind = NYX_CRED_API_KEY;
 		return;
 	}
@@ -137,7 +139,7 @@ nyx_cred_source_readable(const struct nyx_cred *c)
 {
 	return c->kind == NYX_CRED_USER ||
 	    (c->kind == NYX_CRED_DELEGATION &&
-		nyx_scope_has(c->scope, "account:read"));
+	        nyx_scope_has(c->scope, "account:read"));
 }
 
 bool

@@ -13,18 +13,18 @@
 
 enum nyx_cred_kind {
 	NYX_CRED_UNKNOWN = 0,
-	NYX_CRED_USER,		  /* JWT token_type "access" */
-	NYX_CRED_DELEGATION,	  /* JWT delegated:true with act.sub */
+	NYX_CRED_USER, /* JWT token_type "access" */
+	NYX_CRED_DELEGATION, /* JWT delegated:true with act.sub */
 	NYX_CRED_SERVICE_ACCOUNT, /* JWT sa:true */
-	NYX_CRED_RELAY,		  /* JWT relay:true */
-	NYX_CRED_AGENT_KEY,	  /* nyxid_ag_ + 64 lowercase hex */
-	NYX_CRED_API_KEY,	  /* nyx_, nyxid_, nyxid_sk_ */
+	NYX_CRED_RELAY, /* JWT relay:true */
+	NYX_CRED_AGENT_KEY, /* nyxid_ag_ + 64 lowercase hex */
+	NYX_CRED_API_KEY, /* nyx_, nyxid_, nyxid_sk_ */
 };
 
 struct nyx_cred {
 	enum nyx_cred_kind kind;
 	char subject[160]; /* JWT sub, or the Agent Key's public prefix */
-	char scope[1024];  /* JWT scope claim ("" when none) */
+	char scope[1024]; /* JWT scope claim ("" when none) */
 };
 
 /*

@@ -5,8 +5,8 @@
 #include <string.h>
 
 int
-nyx_err_set(struct nyx_err *err, int exit_code, const char *code,
-    const char *fmt, ...)
+nyx_err_set(
+    struct nyx_err *err, int exit_code, const char *code, const char *fmt, ...)
 {
 	va_list ap;
 

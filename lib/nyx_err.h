@@ -33,14 +33,17 @@ enum nyx_exit {
 };
 
 struct nyx_err {
-	int exit;	   /* enum nyx_exit */
-	int http_status;   /* 0 when no HTTP answer caused it */
-	bool retryable;	   /* the same command may succeed later */
-	char code[96];	   /* stable machine code */
+	int exit; /* enum nyx_exit */
+	int http_status; /* 0 when no HTTP answer caused it */
+	bool retryable; /* the same command may succeed later */
+	char code[96]; /* stable machine code */
 	char message[512]; /* safe, fixed wording */
 };
 
-#define NYX_ERR_ZERO {0, 0, false, "", ""}
+#define NYX_ERR_ZERO                                                           \
+	{                                                                      \
+		0, 0, false, "", ""                                            \
+	}
 
 /* Fill err; always returns -1 so callers can `return nyx_err_set(...)`. */
 int nyx_err_set(struct nyx_err *err, int exit_code, const char *code,

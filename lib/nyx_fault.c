@@ -16,7 +16,8 @@ num(jv o, const char *k, long dflt, long lo, long hi, bool *bad)
 	jv v = nyx_json_get(o, k);
 	double d;
 
-	if (jv_get_kind(v) == JV_KIND_INVALID || jv_get_kind(v) == JV_KIND_NULL) {
+	if (jv_get_kind(v) == JV_KIND_INVALID ||
+	    jv_get_kind(v) == JV_KIND_NULL) {
 		jv_free(v);
 		return dflt;
 	}
@@ -59,7 +60,8 @@ parse_rule(jv r, struct nyx_fault *f, size_t i, char *why, size_t whysz)
 	f->drop = nyx_json_bool(r, "drop") == 1;
 	f->chunked = nyx_json_bool(r, "chunked") == 1;
 	if (bad) {
-		snprintf(why, whysz, "faults[%zu] has a number out of range", i);
+		snprintf(
+		    why, whysz, "faults[%zu] has a number out of range", i);
 		goto fail;
 	}
 	if (jv_get_kind(hdrs) == JV_KIND_OBJECT) {
@@ -77,15 +79,18 @@ parse_rule(jv r, struct nyx_fault *f, size_t i, char *why, size_t whysz)
 				jv_free(key);
 				jv_free(val);
 				jv_free(keys);
-				snprintf(why, whysz, "faults[%zu].headers values "
-				    "must be strings", i);
+				snprintf(why, whysz,
+				    "faults[%zu].headers values "
+				    "must be strings",
+				    i);
 				goto fail;
 			}
 			f->headers = jv_object_set(f->headers, key, val);
 		}
 		jv_free(keys);
 	} else if (jv_get_kind(hdrs) != JV_KIND_INVALID) {
-		snprintf(why, whysz, "faults[%zu].headers must be a mapping", i);
+		snprintf(
+		    why, whysz, "faults[%zu].headers must be a mapping", i);
 		goto fail;
 	}
 	if (nyx_json_peek_str(r, "body") != NULL) {
@@ -148,7 +153,8 @@ nyx_faults_parse(jv doc, struct nyx_faults *out, char *why, size_t whysz)
 
 		if (jv_get_kind(r) != JV_KIND_OBJECT) {
 			jv_free(r);
-			snprintf(why, whysz, "faults[%zu] must be a mapping", i);
+			snprintf(
+			    why, whysz, "faults[%zu] must be a mapping", i);
 			goto out;
 		}
 		prc = parse_rule(r, &out->v[i], i, why, whysz);

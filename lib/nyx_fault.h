@@ -20,13 +20,13 @@
 
 struct nyx_fault {
 	char *method; /* NULL: any */
-	char *path;   /* glob */
-	long nth;     /* 0: every match */
-	long count;   /* matches to fire on from nth; 0: unlimited */
-	long seen;    /* matches so far */
+	char *path; /* glob */
+	long nth; /* 0: every match */
+	long count; /* matches to fire on from nth; 0: unlimited */
+	long seen; /* matches so far */
 	long fired;
-	int status;   /* 0: no answer of its own */
-	jv headers;   /* object of strings */
+	int status; /* 0: no answer of its own */
+	jv headers; /* object of strings */
 	char *body;
 	size_t body_len;
 	bool chunked;
@@ -39,14 +39,17 @@ struct nyx_faults {
 	size_t n;
 };
 
-#define NYX_FAULTS_ZERO {NULL, 0}
+#define NYX_FAULTS_ZERO                                                        \
+	{                                                                      \
+		NULL, 0                                                        \
+	}
 
 /* Parse a plan ({"faults":[…]} or a bare list); consumes doc. */
 int nyx_faults_parse(jv doc, struct nyx_faults *out, char *why, size_t whysz);
 void nyx_faults_free(struct nyx_faults *f);
 
 /* The rule that fires for this request (counters advance), or NULL. */
-struct nyx_fault *nyx_faults_match(struct nyx_faults *f, const char *method,
-    const char *path);
+struct nyx_fault *nyx_faults_match(
+    struct nyx_faults *f, const char *method, const char *path);
 
 #endif

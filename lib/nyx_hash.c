@@ -45,8 +45,7 @@ nyx_digest_new(void)
 	if (d == NULL)
 		return NULL;
 	d->ctx = EVP_MD_CTX_new();
-	if (d->ctx == NULL ||
-	    !EVP_DigestInit_ex(d->ctx, EVP_sha256(), NULL)) {
+	if (d->ctx == NULL || !EVP_DigestInit_ex(d->ctx, EVP_sha256(), NULL)) {
 		EVP_MD_CTX_free(d->ctx);
 		free(d);
 		return NULL;
@@ -140,7 +139,7 @@ nyx_b64url_decode(const char *in, size_t inlen, size_t *outlen)
 		else if (c == '_')
 			c = '/';
 		else if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-			     (c >= '0' && c <= '9')))
+		             (c >= '0' && c <= '9')))
 			goto out;
 		std[i] = c;
 	}
@@ -150,8 +149,8 @@ nyx_b64url_decode(const char *in, size_t inlen, size_t *outlen)
 	out = malloc(padded / 4 * 3 + 1);
 	if (out == NULL)
 		goto out;
-	n = EVP_DecodeBlock((unsigned char *)out, (unsigned char *)std,
-	    (int)padded);
+	n = EVP_DecodeBlock(
+	    (unsigned char *)out, (unsigned char *)std, (int)padded);
 	if (n < 0) {
 		free(out);
 		out = NULL;

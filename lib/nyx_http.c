@@ -14,7 +14,7 @@
 #include "nyx_version.h"
 
 struct nyx_http {
-	CURL *easy;  /* sequential requests share it, and its connections */
+	CURL *easy; /* sequential requests share it, and its connections */
 	CURLM *multi;
 	long connects;
 };
@@ -108,8 +108,9 @@ hdr_value(const char *p, size_t n)
 		p++;
 		n--;
 	}
-	while (n > 0 && (p[n - 1] == '\r' || p[n - 1] == '\n' ||
-			    p[n - 1] == ' ' || p[n - 1] == '\t'))
+	while (n > 0 &&
+	    (p[n - 1] == '\r' || p[n - 1] == '\n' || p[n - 1] == ' ' ||
+	        p[n - 1] == '\t'))
 		n--;
 	return strndup(p, n);
 }
@@ -214,7 +215,8 @@ setup(CURL *c, const struct nyx_http_req *req, struct nyx_http_resp *resp,
 	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, tmo);
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, tmo < 10000 ? tmo : 10000L);
+	curl_easy_setopt(
+	    c, CURLOPT_CONNECTTIMEOUT_MS, tmo < 10000 ? tmo : 10000L);
 	curl_easy_setopt(c, CURLOPT_USERAGENT, "nyx-exec/" NYX_VERSION);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, x->hdrs);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
@@ -231,7 +233,8 @@ setup(CURL *c, const struct nyx_http_req *req, struct nyx_http_resp *resp,
 		curl_easy_setopt(c, CURLOPT_FORBID_REUSE, 1L);
 	}
 	if (strcmp(method, "GET") != 0 || req->body != NULL) {
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, req->body ? req->body : "");
+		curl_easy_setopt(
+		    c, CURLOPT_POSTFIELDS, req->body ? req->body : "");
 		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE,
 		    (curl_off_t)(req->body ? req->body_len : 0));
 		if (strcmp(method, "POST") != 0)
@@ -260,15 +263,18 @@ trace(const struct nyx_http_req *req, const struct nyx_http_resp *resp)
 			    used ? ", " : "", (int)kl, *hp);
 	}
 	u = curl_url();
-	if (u != NULL && curl_url_set(u, CURLUPART_URL, req->url, 0) == CURLUE_OK) {
+	if (u != NULL &&
+	    curl_url_set(u, CURLUPART_URL, req->url, 0) == CURLUE_OK) {
 		curl_url_get(u, CURLUPART_PATH, &path, 0);
 		curl_url_get(u, CURLUPART_QUERY, &query, 0);
 	}
 	/* nyx_log masks the _nyxid_via value */
-	nyx_log(NYX_LOG_TRACE, "http: %s %s%s%s -> %ld in %ld ms; sent [%s]; "
-	    "received [%s]", req->method ? req->method : "GET",
-	    path ? path : "?", query ? "?" : "", query ? query : "",
-	    resp->status, resp->elapsed_ms, hdrs, resp->hdr_names);
+	nyx_log(NYX_LOG_TRACE,
+	    "http: %s %s%s%s -> %ld in %ld ms; sent [%s]; "
+	    "received [%s]",
+	    req->method ? req->method : "GET", path ? path : "?",
+	    query ? "?" : "", query ? query : "", resp->status,
+	    resp->elapsed_ms, hdrs, resp->hdr_names);
 	curl_free(path);
 	curl_free(query);
 	curl_url_cleanup(u);
@@ -308,13 +314,13 @@ finish(CURL *c, CURLcode rc, struct xfer *x, struct nyx_http *h)
 	} else if (rc == CURLE_OPERATION_TIMEDOUT) {
 		r->fail = NYX_HTTP_TIMEOUT;
 		r->status = 0;
-		snprintf(r->errmsg, sizeof(r->errmsg), "%s",
-		    curl_easy_strerror(rc));
+		snprintf(
+		    r->errmsg, sizeof(r->errmsg), "%s", curl_easy_strerror(rc));
 	} else if (rc != CURLE_OK) {
 		r->fail = NYX_HTTP_TRANSPORT;
 		r->status = 0;
-		snprintf(r->errmsg, sizeof(r->errmsg), "%s",
-		    curl_easy_strerror(rc));
+		snprintf(
+		    r->errmsg, sizeof(r->errmsg), "%s", curl_easy_strerror(rc));
 	}
 	trace(x->req, r);
 	return r->fail == NYX_HTTP_OK ? 0 : -1;
@@ -346,7 +352,7 @@ nyx_http_do_many(struct nyx_http *h, const struct nyx_http_req *reqs,
 		struct xfer x;
 		size_t idx;
 		bool busy;
-	} *slots;
+	} * slots;
 	size_t next = 0, done = 0, answered = 0, i, nslots;
 	int running;
 
@@ -360,9 +366,10 @@ nyx_http_do_many(struct nyx_http *h, const struct nyx_http_req *reqs,
 		if (h->multi == NULL)
 			return 0;
 	}
-	curl_multi_setopt(h->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS,
-	    (long)nslots);
-	curl_multi_setopt(h->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)nslots);
+	curl_multi_setopt(
+	    h->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)nslots);
+	curl_multi_setopt(
+	    h->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)nslots);
 	slots = calloc(nslots, sizeof(*slots));
 	if (slots == NULL)
 		return 0;
@@ -380,14 +387,15 @@ nyx_http_do_many(struct nyx_http *h, const struct nyx_http_req *reqs,
 				continue;
 			slots[i].idx = next;
 			if (setup(slots[i].c, &reqs[next], &resps[next],
-				&slots[i].x) < 0) {
+			        &slots[i].x) < 0) {
 				wipe_slist(slots[i].x.hdrs);
 				resps[next].fail = NYX_HTTP_TRANSPORT;
 				next++;
 				done++;
 				continue;
 			}
-			curl_easy_setopt(slots[i].c, CURLOPT_PRIVATE, &slots[i]);
+			curl_easy_setopt(
+			    slots[i].c, CURLOPT_PRIVATE, &slots[i]);
 			curl_multi_add_handle(h->multi, slots[i].c);
 			slots[i].busy = true;
 			next++;
@@ -399,8 +407,8 @@ nyx_http_do_many(struct nyx_http *h, const struct nyx_http_req *reqs,
 
 			if (m->msg != CURLMSG_DONE)
 				continue;
-			curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE,
-			    (char **)&s);
+			curl_easy_getinfo(
+			    m->easy_handle, CURLINFO_PRIVATE, (char **)&s);
 			if (s == NULL)
 				continue;
 			if (finish(s->c, m->data.result, &s->x, h) == 0)

@@ -28,7 +28,7 @@
 enum nyx_http_fail {
 	NYX_HTTP_OK = 0,
 	NYX_HTTP_TRANSPORT, /* refused, reset, DNS, TLS, dropped */
-	NYX_HTTP_TIMEOUT,   /* the exchange's time bound passed */
+	NYX_HTTP_TIMEOUT, /* the exchange's time bound passed */
 	NYX_HTTP_TOO_LARGE, /* the body exceeded max_body */
 };
 
@@ -36,7 +36,7 @@ struct nyx_http_req {
 	const char *method; /* "GET" when NULL */
 	const char *url;
 	const char *const *headers; /* NULL-terminated "Name: value" */
-	const char *body;	    /* NULL: no body */
+	const char *body; /* NULL: no body */
 	size_t body_len;
 	long timeout_ms; /* 0: NYX_HTTP_EXCHANGE_MS */
 	size_t max_body; /* 0: NYX_HTTP_MAX_BODY */
@@ -56,7 +56,11 @@ struct nyx_http_resp {
 	char hdr_names[512];
 };
 
-#define NYX_HTTP_RESP_ZERO {0, NYX_HTTP_OK, NYX_BUF_ZERO, NULL, NULL, NULL, NULL, 0, "", ""}
+#define NYX_HTTP_RESP_ZERO                                                     \
+	{                                                                      \
+		0, NYX_HTTP_OK, NYX_BUF_ZERO, NULL, NULL, NULL, NULL, 0, "",   \
+		    ""                                                         \
+	}
 
 struct nyx_http;
 

@@ -10,8 +10,8 @@
 
 static const char *const key_statuses[] = {"active", "expired", "revoked",
     "failed", "refresh_failed", "pending_auth", NULL};
-static const char *const node_statuses[] = {"online", "offline", "draining",
-    "unknown", "inaccessible", NULL};
+static const char *const node_statuses[] = {
+    "online", "offline", "draining", "unknown", "inaccessible", NULL};
 static const char *const roles[] = {"admin", "member", "viewer", NULL};
 
 static bool
@@ -39,10 +39,10 @@ trimmed(const char *s, bool blank_null)
 	return strndup(s, n);
 }
 
-#define FAIL(...)                                                         \
-	do {                                                              \
-		snprintf(why, whysz, __VA_ARGS__);                        \
-		return -1;                                                \
+#define FAIL(...)                                                              \
+	do {                                                                   \
+		snprintf(why, whysz, __VA_ARGS__);                             \
+		return -1;                                                     \
 	} while (0)
 
 /* Required string field (non-empty after trim when `id`). */
@@ -77,8 +77,8 @@ opt_str(jv o, const char *k, char **dst, bool blank_null, const char *what,
 }
 
 static int
-req_bool(jv o, const char *k, bool *dst, const char *what, size_t i,
-    char *why, size_t whysz)
+req_bool(jv o, const char *k, bool *dst, const char *what, size_t i, char *why,
+    size_t whysz)
 {
 	int b = nyx_json_bool(o, k);
 
@@ -110,8 +110,10 @@ parse_source(jv o, struct nyx_source *src, const char *what, size_t i,
 
 	memset(src, 0, sizeof(*src));
 	if (jv_get_kind(cs) != JV_KIND_OBJECT) {
-		snprintf(why, whysz, "%s[%zu].credential_source is missing or "
-		    "not an object", what, i);
+		snprintf(why, whysz,
+		    "%s[%zu].credential_source is missing or "
+		    "not an object",
+		    what, i);
 		goto out;
 	}
 	type = nyx_json_peek_str(cs, "type");
@@ -126,14 +128,20 @@ parse_source(jv o, struct nyx_source *src, const char *what, size_t i,
 		src->type = NYX_SRC_ORG;
 		if (nyx_json_peek_str(cs, "org_id") == NULL ||
 		    *nyx_json_peek_str(cs, "org_id") == '\0')
-			snprintf(why, whysz, "%s[%zu].credential_source.org_id "
-			    "is missing", what, i);
+			snprintf(why, whysz,
+			    "%s[%zu].credential_source.org_id "
+			    "is missing",
+			    what, i);
 		else if (role == NULL || !in_set(role, roles))
-			snprintf(why, whysz, "%s[%zu].credential_source.role "
-			    "is missing or unknown", what, i);
+			snprintf(why, whysz,
+			    "%s[%zu].credential_source.role "
+			    "is missing or unknown",
+			    what, i);
 		else if (allowed < 0)
-			snprintf(why, whysz, "%s[%zu].credential_source.allowed "
-			    "is missing or not a boolean", what, i);
+			snprintf(why, whysz,
+			    "%s[%zu].credential_source.allowed "
+			    "is missing or not a boolean",
+			    what, i);
 		else {
 			src->org_id = strdup(nyx_json_peek_str(cs, "org_id"));
 			src->role = strdup(role);
@@ -141,8 +149,10 @@ parse_source(jv o, struct nyx_source *src, const char *what, size_t i,
 			rc = 0;
 		}
 	} else {
-		snprintf(why, whysz, "%s[%zu].credential_source.type is "
-		    "missing or unknown", what, i);
+		snprintf(why, whysz,
+		    "%s[%zu].credential_source.type is "
+		    "missing or unknown",
+		    what, i);
 	}
 out:
 	jv_free(cs);
@@ -216,8 +226,8 @@ cmp_route(const void *a, const void *b)
 static int
 cmp_key(const void *a, const void *b)
 {
-	return strcmp(((const struct nyx_key *)a)->id,
-	    ((const struct nyx_key *)b)->id);
+	return strcmp(
+	    ((const struct nyx_key *)a)->id, ((const struct nyx_key *)b)->id);
 }
 
 static int
@@ -234,7 +244,8 @@ parse_route(jv o, struct nyx_route *r, size_t i, char *why, size_t whysz)
 
 		if (kind == JV_KIND_INVALID)
 			continue;
-		if (req_str(o, id_keys[k], &r->id, true, what, i, why, whysz) < 0)
+		if (req_str(o, id_keys[k], &r->id, true, what, i, why, whysz) <
+		    0)
 			return -1;
 	}
 	if (r->id == NULL)
@@ -243,20 +254,20 @@ parse_route(jv o, struct nyx_route *r, size_t i, char *why, size_t whysz)
 	    req_bool(o, "is_active", &r->is_active, what, i, why, whysz) < 0 ||
 	    parse_source(o, &r->src, what, i, why, whysz) < 0 ||
 	    opt_str(o, "catalog_service_id", &r->catalog_service_id, true, what,
-		i, why, whysz) < 0 ||
+	        i, why, whysz) < 0 ||
 	    opt_bool(o, "forward_access_token", &r->forward_access_token, what,
-		i, why, whysz) < 0 ||
+	        i, why, whysz) < 0 ||
 	    opt_bool(o, "inject_delegation_token", &r->inject_delegation_token,
-		what, i, why, whysz) < 0 ||
+	        what, i, why, whysz) < 0 ||
 	    opt_str(o, "delegation_token_scope", &r->delegation_token_scope,
-		false, what, i, why, whysz) < 0)
+	        false, what, i, why, whysz) < 0)
 		return -1;
 	/* optional display fields must still have the right kind */
 	if (opt_str(o, "label", &dummy, false, what, i, why, whysz) < 0)
 		return -1;
 	free(dummy);
 	if (opt_str(o, "catalog_service_name", &dummy, false, what, i, why,
-		whysz) < 0)
+	        whysz) < 0)
 		return -1;
 	free(dummy);
 	if (opt_str(o, "default_model", &dummy, false, what, i, why, whysz) < 0)
@@ -266,8 +277,8 @@ parse_route(jv o, struct nyx_route *r, size_t i, char *why, size_t whysz)
 }
 
 int
-nyx_inventory_parse_services(struct nyx_inventory *inv, jv doc, char *why,
-    size_t whysz)
+nyx_inventory_parse_services(
+    struct nyx_inventory *inv, jv doc, char *why, size_t whysz)
 {
 	jv list;
 	size_t i, n;
@@ -320,13 +331,13 @@ parse_key(jv o, struct nyx_key *k, size_t i, char *why, size_t whysz)
 	    req_str(o, "status", &k->status, false, what, i, why, whysz) < 0 ||
 	    opt_str(o, "node_id", &k->node_id, true, what, i, why, whysz) < 0 ||
 	    opt_str(o, "node_status", &k->node_status, false, what, i, why,
-		whysz) < 0 ||
+	        whysz) < 0 ||
 	    opt_str(o, "catalog_service_id", &k->catalog_service_id, true, what,
-		i, why, whysz) < 0 ||
+	        i, why, whysz) < 0 ||
 	    opt_str(o, "catalog_service_slug", &k->catalog_service_slug, true,
-		what, i, why, whysz) < 0 ||
+	        what, i, why, whysz) < 0 ||
 	    opt_bool(o, "auto_connected", &k->auto_connected, what, i, why,
-		whysz) < 0)
+	        whysz) < 0)
 		return -1;
 	if (!in_set(k->status, key_statuses))
 		FAIL("keys[%zu].status is not a known credential status", i);
@@ -340,15 +351,15 @@ parse_key(jv o, struct nyx_key *k, size_t i, char *why, size_t whysz)
 		return -1;
 	free(dummy);
 	if (opt_str(o, "catalog_service_name", &dummy, false, what, i, why,
-		whysz) < 0)
+	        whysz) < 0)
 		return -1;
 	free(dummy);
 	return 0;
 }
 
 int
-nyx_inventory_parse_keys(struct nyx_inventory *inv, jv doc, char *why,
-    size_t whysz)
+nyx_inventory_parse_keys(
+    struct nyx_inventory *inv, jv doc, char *why, size_t whysz)
 {
 	jv list;
 	size_t i, n;
@@ -395,8 +406,8 @@ nyx_inventory_find_key(const struct nyx_inventory *inv, const char *id)
 		return NULL;
 	memset(&probe, 0, sizeof(probe));
 	probe.id = (char *)(uintptr_t)id;
-	return bsearch(&probe, inv->keys, inv->nkeys, sizeof(*inv->keys),
-	    cmp_key);
+	return bsearch(
+	    &probe, inv->keys, inv->nkeys, sizeof(*inv->keys), cmp_key);
 }
 
 void

@@ -24,7 +24,7 @@ enum nyx_src_type { NYX_SRC_PERSONAL = 0, NYX_SRC_ORG = 1 };
 struct nyx_source {
 	enum nyx_src_type type;
 	char *org_id; /* org only */
-	char *role;   /* org only: admin, member, viewer */
+	char *role; /* org only: admin, member, viewer */
 	bool allowed; /* personal: always true */
 };
 
@@ -34,19 +34,19 @@ struct nyx_route {
 	char *catalog_service_id; /* NULL when absent, null or blank */
 	bool is_active;
 	struct nyx_source src;
-	int forward_access_token;    /* NYX_ABSENT, 0, 1 */
+	int forward_access_token; /* NYX_ABSENT, 0, 1 */
 	int inject_delegation_token; /* NYX_ABSENT, 0, 1 */
 	char *delegation_token_scope; /* NULL when absent */
-	const struct nyx_key *key;    /* the joined key, or NULL */
+	const struct nyx_key *key; /* the joined key, or NULL */
 };
 
 struct nyx_key {
 	char *id;
 	char *slug;
-	char *catalog_service_id;   /* NULL when absent */
+	char *catalog_service_id; /* NULL when absent */
 	char *catalog_service_slug; /* NULL when absent */
 	char *status;
-	char *node_id;	   /* NULL when absent */
+	char *node_id; /* NULL when absent */
 	char *node_status; /* set exactly when node_id is */
 	bool is_active;
 	bool connected;
@@ -61,25 +61,28 @@ struct nyx_inventory {
 	size_t nkeys;
 };
 
-#define NYX_INVENTORY_ZERO {NULL, 0, NULL, 0}
+#define NYX_INVENTORY_ZERO                                                     \
+	{                                                                      \
+		NULL, 0, NULL, 0                                               \
+	}
 
 /*
  * Parse a /user-services body (consumes doc).  Returns 0, or -1 with a
  * short reason in why (no values from the body beyond field names and
  * indexes).
  */
-int nyx_inventory_parse_services(struct nyx_inventory *inv, jv doc, char *why,
-    size_t whysz);
+int nyx_inventory_parse_services(
+    struct nyx_inventory *inv, jv doc, char *why, size_t whysz);
 
 /* Parse a /keys body (consumes doc); same contract. */
-int nyx_inventory_parse_keys(struct nyx_inventory *inv, jv doc, char *why,
-    size_t whysz);
+int nyx_inventory_parse_keys(
+    struct nyx_inventory *inv, jv doc, char *why, size_t whysz);
 
 /* Join routes to keys by exact id (after both parses). */
 void nyx_inventory_join(struct nyx_inventory *inv);
 
-const struct nyx_key *nyx_inventory_find_key(const struct nyx_inventory *inv,
-    const char *id);
+const struct nyx_key *nyx_inventory_find_key(
+    const struct nyx_inventory *inv, const char *id);
 
 void nyx_inventory_free(struct nyx_inventory *inv);
 

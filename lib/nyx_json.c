@@ -78,8 +78,7 @@ nyx_json_reader_free(struct nyx_json_reader *r)
 }
 
 int
-nyx_json_reader_next(struct nyx_json_reader *r, jv *out,
-    struct nyx_err *err)
+nyx_json_reader_next(struct nyx_json_reader *r, jv *out, struct nyx_err *err)
 {
 	for (;;) {
 		jv v = jv_parser_next(r->p);
@@ -96,8 +95,8 @@ nyx_json_reader_next(struct nyx_json_reader *r, jv *out,
 			nyx_err_set(err, NYX_EXIT_DATAERR, "input_invalid_json",
 			    "%s is not valid JSON: %s", r->name,
 			    jv_get_kind(msg) == JV_KIND_STRING
-				? jv_string_value(msg)
-				: "parse error");
+			        ? jv_string_value(msg)
+			        : "parse error");
 			jv_free(msg);
 			return -1;
 		}

@@ -44,8 +44,8 @@ void nyx_json_reader_free(struct nyx_json_reader *r);
  * Next document: 1 with *out set, 0 at end of input, -1 with err filled
  * (65 for malformed input, 74 for a read error).
  */
-int nyx_json_reader_next(struct nyx_json_reader *r, jv *out,
-    struct nyx_err *err);
+int nyx_json_reader_next(
+    struct nyx_json_reader *r, jv *out, struct nyx_err *err);
 
 /* Borrowing getters: NULL / false when absent or of another kind. */
 const char *nyx_json_peek_str(jv obj, const char *key);

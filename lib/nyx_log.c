@@ -93,8 +93,8 @@ is_tokenchar(int c)
 static size_t
 credential_at(const char *s)
 {
-	static const char *prefixes[] = {"nyxid_ag_", "nyxid_sk_", "nyxid_",
-	    "nyx_", "tool:v1:operation:"};
+	static const char *prefixes[] = {
+	    "nyxid_ag_", "nyxid_sk_", "nyxid_", "nyx_", "tool:v1:operation:"};
 	size_t i, n, dots;
 
 	for (i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
@@ -131,13 +131,13 @@ nyx_log_redact(const char *in, char *out, size_t outsz)
 
 	if (outsz == 0)
 		return out;
-#define PUT(str, len)                                                     \
-	do {                                                              \
-		size_t l_ = (len);                                        \
-		if (o + l_ >= outsz)                                      \
-			l_ = outsz - 1 - o;                               \
-		memcpy(out + o, (str), l_);                               \
-		o += l_;                                                  \
+#define PUT(str, len)                                                          \
+	do {                                                                   \
+		size_t l_ = (len);                                             \
+		if (o + l_ >= outsz)                                           \
+			l_ = outsz - 1 - o;                                    \
+		memcpy(out + o, (str), l_);                                    \
+		o += l_;                                                       \
 	} while (0)
 	for (i = 0; in[i] != '\0' && o + 1 < outsz;) {
 		int matched = 0;
@@ -188,8 +188,8 @@ nyx_log_redact(const char *in, char *out, size_t outsz)
 void
 nyx_log(enum nyx_log_level level, const char *fmt, ...)
 {
-	static const char *names[] = {"error", "warning", "info", "debug",
-	    "trace"};
+	static const char *names[] = {
+	    "error", "warning", "info", "debug", "trace"};
 	char raw[2048], clean[2048];
 	va_list ap;
 

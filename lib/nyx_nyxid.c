@@ -11,15 +11,15 @@
 #include "nyx_log.h"
 
 int
-nyx_inventory_load(struct nyx_inventory *inv, jv services, jv keys,
-    char *why, size_t whysz)
+nyx_inventory_load(
+    struct nyx_inventory *inv, jv services, jv keys, char *why, size_t whysz)
 {
 	char w[256];
 
 	if (nyx_inventory_parse_services(inv, services, w, sizeof(w)) < 0) {
 		jv_free(keys);
-		snprintf(why, whysz, "nyxid_user_services_response_malformed: %s",
-		    w);
+		snprintf(why, whysz,
+		    "nyxid_user_services_response_malformed: %s", w);
 		return -1;
 	}
 	if (nyx_inventory_parse_keys(inv, keys, w, sizeof(w)) < 0) {
@@ -40,34 +40,40 @@ classify(const char *path, const struct nyx_http_resp *r, int rc, jv *doc,
 	f->http_status = (int)r->status;
 	if (rc < 0 && r->fail == NYX_HTTP_TOO_LARGE) {
 		f->exit = NYX_EXIT_PROTOCOL;
-		snprintf(f->message, sizeof(f->message), "The NyxID route "
+		snprintf(f->message, sizeof(f->message),
+		    "The NyxID route "
 		    "inventory could not be read: GET %s answered with a body "
-		    "over the size limit.", path);
+		    "over the size limit.",
+		    path);
 		return -1;
 	}
 	if (rc < 0) {
 		f->exit = NYX_EXIT_TEMPFAIL;
 		f->http_status = 0;
-		snprintf(f->message, sizeof(f->message), "The NyxID route "
-		    "inventory could not be read: GET %s %s.", path,
+		snprintf(f->message, sizeof(f->message),
+		    "The NyxID route "
+		    "inventory could not be read: GET %s %s.",
+		    path,
 		    r->fail == NYX_HTTP_TIMEOUT ? "timed out"
-						: "failed in transport");
+		                                : "failed in transport");
 		return -1;
 	}
 	if (r->status == 401 || r->status == 403) {
 		f->verdict = NYX_ROUTE_ACCESS_DENIED;
 		f->exit = NYX_EXIT_NOPERM;
-		snprintf(f->message, sizeof(f->message), "NyxID refused the "
-		    "route inventory read: GET %s answered HTTP %ld.", path,
-		    r->status);
+		snprintf(f->message, sizeof(f->message),
+		    "NyxID refused the "
+		    "route inventory read: GET %s answered HTTP %ld.",
+		    path, r->status);
 		return -1;
 	}
 	if (r->status < 200 || r->status > 299) {
-		f->exit = (r->status == 408 || r->status == 429 ||
-			      r->status >= 500)
+		f->exit =
+		    (r->status == 408 || r->status == 429 || r->status >= 500)
 		    ? NYX_EXIT_TEMPFAIL
 		    : NYX_EXIT_PROTOCOL;
-		snprintf(f->message, sizeof(f->message), "The NyxID route "
+		snprintf(f->message, sizeof(f->message),
+		    "The NyxID route "
 		    "inventory could not be read: GET %s answered HTTP %ld.",
 		    path, r->status);
 		return -1;
@@ -77,9 +83,11 @@ classify(const char *path, const struct nyx_http_resp *r, int rc, jv *doc,
 		jv_free(*doc);
 		*doc = jv_invalid();
 		f->exit = NYX_EXIT_PROTOCOL;
-		snprintf(f->message, sizeof(f->message), "The NyxID route "
+		snprintf(f->message, sizeof(f->message),
+		    "The NyxID route "
 		    "inventory could not be read: GET %s answered with a body "
-		    "that is not JSON.", path);
+		    "that is not JSON.",
+		    path);
 		return -1;
 	}
 	return 0;
@@ -89,8 +97,8 @@ int
 nyx_nyxid_read_inventory(const struct nyx_nyxid *c, struct nyx_inventory *inv,
     struct nyx_read_fail *fail)
 {
-	static const char *const paths[2] = {"/api/v1/user-services",
-	    "/api/v1/keys"};
+	static const char *const paths[2] = {
+	    "/api/v1/user-services", "/api/v1/keys"};
 	struct nyx_buf auth = NYX_BUF_ZERO;
 	char url[2][1024];
 	jv docs[2] = {jv_invalid(), jv_invalid()};
@@ -107,8 +115,8 @@ nyx_nyxid_read_inventory(const struct nyx_nyxid *c, struct nyx_inventory *inv,
 		return -1;
 	}
 	for (i = 0; i < 2; i++) {
-		const char *hdrs[] = {auth.data, "Accept: application/json",
-		    NULL};
+		const char *hdrs[] = {
+		    auth.data, "Accept: application/json", NULL};
 		struct nyx_http_req req;
 		struct nyx_http_resp resp = NYX_HTTP_RESP_ZERO;
 		int hrc;
@@ -135,8 +143,10 @@ nyx_nyxid_read_inventory(const struct nyx_nyxid *c, struct nyx_inventory *inv,
 		fail->verdict = NYX_ROUTE_SOURCE_UNAVAILABLE;
 		fail->exit = NYX_EXIT_PROTOCOL;
 		fail->http_status = 200;
-		snprintf(fail->message, sizeof(fail->message), "The NyxID route "
-		    "inventory could not be read: %s.", why);
+		snprintf(fail->message, sizeof(fail->message),
+		    "The NyxID route "
+		    "inventory could not be read: %s.",
+		    why);
 		nyx_log(NYX_LOG_DEBUG, "inventory malformed: %s", why);
 		goto out;
 	}

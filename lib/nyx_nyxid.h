@@ -27,8 +27,8 @@ struct nyx_read_fail {
 struct nyx_nyxid {
 	struct nyx_http *http;
 	const char *base_url;
-	const char *token;  /* sent as Authorization: Bearer */
-	long timeout_ms;    /* 0: 15 s */
+	const char *token; /* sent as Authorization: Bearer */
+	long timeout_ms; /* 0: 15 s */
 	size_t max_inventory_bytes;
 };
 
@@ -39,7 +39,7 @@ int nyx_nyxid_read_inventory(const struct nyx_nyxid *c,
  * Parse both bodies into inv (offline mode and the reader share this).
  * Consumes both.  Returns 0, or -1 with the reason in why.
  */
-int nyx_inventory_load(struct nyx_inventory *inv, jv services, jv keys,
-    char *why, size_t whysz);
+int nyx_inventory_load(
+    struct nyx_inventory *inv, jv services, jv keys, char *why, size_t whysz);
 
 #endif

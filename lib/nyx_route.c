@@ -14,30 +14,30 @@
 
 static const struct nyx_blocker blockers[] = {
     [NYX_ROUTE_MISSING] = {"CODE_EXECUTION_ROUTE_MISSING",
-	"code_execution_route_missing", "register_service",
-	"Connect the platform code service"},
+        "code_execution_route_missing", "register_service",
+        "Connect the platform code service"},
     [NYX_ROUTE_ACCESS_DENIED] = {"CODE_EXECUTION_ROUTE_ACCESS_DENIED",
-	"code_execution_route_access_denied", "request_access",
-	"Request access to the platform code service"},
+        "code_execution_route_access_denied", "request_access",
+        "Request access to the platform code service"},
     [NYX_ROUTE_INACTIVE] = {"CODE_EXECUTION_ROUTE_INACTIVE",
-	"code_execution_route_inactive", "connect_credential",
-	"Reactivate the platform code service"},
+        "code_execution_route_inactive", "connect_credential",
+        "Reactivate the platform code service"},
     [NYX_ROUTE_NOT_READY] = {"CODE_EXECUTION_ROUTE_NOT_READY",
-	"code_execution_route_not_ready", "connect_credential",
-	"Restore the platform code service credential or node"},
+        "code_execution_route_not_ready", "connect_credential",
+        "Restore the platform code service credential or node"},
     [NYX_ROUTE_POLICY_MISMATCH] = {"CODE_EXECUTION_ROUTE_POLICY_MISMATCH",
-	"code_execution_route_policy_mismatch", "connect_credential",
-	"Update the platform code service identity settings"},
+        "code_execution_route_policy_mismatch", "connect_credential",
+        "Update the platform code service identity settings"},
     [NYX_ROUTE_AMBIGUOUS] = {"CODE_EXECUTION_ROUTE_AMBIGUOUS",
-	"code_execution_route_ambiguous", "configure_connector",
-	"Keep exactly one platform code service"},
+        "code_execution_route_ambiguous", "configure_connector",
+        "Keep exactly one platform code service"},
     [NYX_ROUTE_SOURCE_UNAVAILABLE] = {"CODE_EXECUTION_ROUTE_SOURCE_UNAVAILABLE",
-	"code_execution_route_resolution_failed", "refresh_source",
-	"Restore platform code route"},
-    [NYX_ROUTE_CREDENTIAL_REQUIRED] = {
-	"CODE_EXECUTION_SOURCE_CREDENTIAL_REQUIRED",
-	"code_execution_source_credential_required", "connect_credential",
-	"Provide a source-readable NyxID credential"},
+        "code_execution_route_resolution_failed", "refresh_source",
+        "Restore platform code route"},
+    [NYX_ROUTE_CREDENTIAL_REQUIRED] =
+        {"CODE_EXECUTION_SOURCE_CREDENTIAL_REQUIRED",
+            "code_execution_source_credential_required", "connect_credential",
+            "Provide a source-readable NyxID credential"},
 };
 
 const struct nyx_blocker *
@@ -69,8 +69,8 @@ streq(const char *a, const char *b)
 }
 
 bool
-nyx_route_execution_ready(const struct nyx_route *r, const struct nyx_key *k,
-    const char **why)
+nyx_route_execution_ready(
+    const struct nyx_route *r, const struct nyx_key *k, const char **why)
 {
 	const char *dummy;
 
@@ -89,7 +89,8 @@ nyx_route_execution_ready(const struct nyx_route *r, const struct nyx_key *k,
 		*why = "key not connected";
 	else if (!k->src.allowed)
 		*why = "key access not allowed";
-	else if (r->src.type != k->src.type || !streq(r->src.org_id, k->src.org_id))
+	else if (r->src.type != k->src.type ||
+	    !streq(r->src.org_id, k->src.org_id))
 		*why = "route and key owners differ";
 	else if (!streq(r->slug, k->slug))
 		*why = "route and key slugs differ";
@@ -114,8 +115,8 @@ nyx_route_writable(const struct nyx_route *r, const struct nyx_key *k)
 }
 
 bool
-nyx_route_policy_ok(const struct nyx_route *r, bool *miss_proxy,
-    bool *miss_sandbox)
+nyx_route_policy_ok(
+    const struct nyx_route *r, bool *miss_proxy, bool *miss_sandbox)
 {
 	bool mp = !nyx_scope_has(r->delegation_token_scope, "proxy:*");
 	bool ms = !nyx_scope_has(r->delegation_token_scope, "sandbox:execute");
@@ -124,8 +125,8 @@ nyx_route_policy_ok(const struct nyx_route *r, bool *miss_proxy,
 		*miss_proxy = mp;
 	if (miss_sandbox)
 		*miss_sandbox = ms;
-	return r->forward_access_token == 1 && r->inject_delegation_token == 1 &&
-	    !mp && !ms;
+	return r->forward_access_token == 1 &&
+	    r->inject_delegation_token == 1 && !mp && !ms;
 }
 
 static bool
@@ -149,7 +150,7 @@ field_values(const struct nyx_resolution *res, bool fwd, char *out, size_t n)
 		if (!c->ready)
 			continue;
 		v = fwd ? c->r->forward_access_token
-			: c->r->inject_delegation_token;
+		        : c->r->inject_delegation_token;
 		if (v == NYX_ABSENT)
 			absent = true;
 		else if (v == 0)
@@ -206,15 +207,15 @@ mismatch_message(struct nyx_resolution *res)
 static const char *const fixed_messages[] = {
     [NYX_ROUTE_ADMITTED] = "The platform code execution route is admitted.",
     [NYX_ROUTE_MISSING] = "No canonical platform code execution route "
-			  "(chrono-sandbox) is visible to this caller.",
+                          "(chrono-sandbox) is visible to this caller.",
     [NYX_ROUTE_ACCESS_DENIED] = "The canonical platform code execution "
-				"route is not accessible to this caller.",
+                                "route is not accessible to this caller.",
     [NYX_ROUTE_INACTIVE] = "The canonical platform code execution route "
-			   "is inactive.",
+                           "is inactive.",
     [NYX_ROUTE_NOT_READY] = "The canonical platform code execution route "
-			    "has no ready credential or node.",
+                            "has no ready credential or node.",
     [NYX_ROUTE_AMBIGUOUS] = "More than one platform code execution route "
-			    "is eligible; keep exactly one.",
+                            "is eligible; keep exactly one.",
 };
 
 int
@@ -237,8 +238,8 @@ nyx_route_classify(const struct nyx_inventory *inv, const char *exact_id,
 		if (exact_len == 0)
 			exact_id = NULL;
 	}
-	res->cands = calloc(inv->nroutes ? inv->nroutes : 1,
-	    sizeof(*res->cands));
+	res->cands =
+	    calloc(inv->nroutes ? inv->nroutes : 1, sizeof(*res->cands));
 	if (res->cands == NULL)
 		return -1;
 	res->ncands = inv->nroutes;
@@ -254,8 +255,9 @@ nyx_route_classify(const struct nyx_inventory *inv, const char *exact_id,
 		    (k && streq(k->catalog_service_slug, NYX_SLUG_SHARED));
 		if (r->catalog_service_id == NULL)
 			why = "no catalog_service_id (custom route)";
-		else if (exact_id != NULL && (strlen(r->id) != exact_len ||
-			     strncmp(r->id, exact_id, exact_len) != 0))
+		else if (exact_id != NULL &&
+		    (strlen(r->id) != exact_len ||
+		        strncmp(r->id, exact_id, exact_len) != 0))
 			why = "not the requested id";
 		else if (!supported_slug(r->slug))
 			why = "unsupported slug";
@@ -349,8 +351,8 @@ nyx_resolution_free(struct nyx_resolution *res)
 }
 
 int
-nyx_route_contract_digest(const char *id, const char *slug,
-    const char *catalog, char out[NYX_SHA256_HEX])
+nyx_route_contract_digest(const char *id, const char *slug, const char *catalog,
+    char out[NYX_SHA256_HEX])
 {
 	struct nyx_digest *d = nyx_digest_new();
 
@@ -394,7 +396,8 @@ nyx_inventory_digest(const struct nyx_inventory *inv, char out[NYX_SHA256_HEX])
 		nyx_digest_add(d, r->slug);
 		nyx_digest_add(d, r->catalog_service_id);
 		nyx_digest_add_bool(d, r->is_active);
-		nyx_digest_add(d, r->src.type == NYX_SRC_ORG ? "org" : "personal");
+		nyx_digest_add(
+		    d, r->src.type == NYX_SRC_ORG ? "org" : "personal");
 		nyx_digest_add(d, r->src.org_id);
 		if (r->src.type == NYX_SRC_ORG)
 			nyx_digest_add_bool(d, r->src.allowed);
@@ -461,7 +464,8 @@ observation(const struct nyx_candidate *c)
 	o = set(o, "inject_delegation_token",
 	    jv_string(nyx_tri_str(c->r->inject_delegation_token)));
 	o = set(o, "missing_scopes", miss);
-	o = set(o, "auto_connected", jv_bool(c->k && c->k->auto_connected == 1));
+	o = set(
+	    o, "auto_connected", jv_bool(c->k && c->k->auto_connected == 1));
 	o = set(o, "writable", jv_bool(c->writable));
 	return o;
 }
@@ -494,19 +498,20 @@ nyx_route_admission(const struct nyx_inventory *inv,
 	if (res->verdict != NYX_ROUTE_ADMITTED || s == NULL) {
 		rec = header("blocked", base_url, diag);
 		rec = set(rec, "counts", counts(res));
-		rec = set(rec, "blocker",
-		    blocker_obj(res->verdict, res->message, 0));
+		rec = set(
+		    rec, "blocker", blocker_obj(res->verdict, res->message, 0));
 		obsv = jv_array();
 		if (res->verdict == NYX_ROUTE_POLICY_MISMATCH)
 			for (i = 0; i < res->ncands; i++)
 				if (res->cands[i].ready)
-					obsv = jv_array_append(obsv,
-					    observation(&res->cands[i]));
+					obsv = jv_array_append(
+					    obsv, observation(&res->cands[i]));
 		rec = set(rec, "observations", obsv);
-		return set(rec, "exit", jv_number(nyx_route_exit(res->verdict)));
+		return set(
+		    rec, "exit", jv_number(nyx_route_exit(res->verdict)));
 	}
-	nyx_route_contract_digest(s->r->id, s->r->slug,
-	    s->r->catalog_service_id, cd);
+	nyx_route_contract_digest(
+	    s->r->id, s->r->slug, s->r->catalog_service_id, cd);
 	nyx_inventory_digest(inv, id);
 	nyx_time_format(observed_ms, obs);
 	nyx_time_format(observed_ms + FRESH_MS, fresh);
@@ -515,20 +520,22 @@ nyx_route_admission(const struct nyx_inventory *inv,
 	route = jv_object();
 	route = set(route, "user_service_id", jv_string(s->r->id));
 	route = set(route, "slug", jv_string(s->r->slug));
-	route = set(route, "catalog_service_id",
-	    jv_string(s->r->catalog_service_id));
+	route = set(
+	    route, "catalog_service_id", jv_string(s->r->catalog_service_id));
 	route = set(route, "contract_digest", jv_string(cd));
-	route = set(route, "auto_connected", jv_bool(s->k->auto_connected == 1));
+	route =
+	    set(route, "auto_connected", jv_bool(s->k->auto_connected == 1));
 	rec = set(rec, "route", route);
-	modes = jv_array_append(jv_array_append(jv_array(),
-	    jv_string("interactive")), jv_string("durable"));
+	modes = jv_array_append(
+	    jv_array_append(jv_array(), jv_string("interactive")),
+	    jv_string("durable"));
 	proof = jv_object();
-	proof = set(proof, "schema",
-	    jv_string("external-capability-admission.v6"));
+	proof =
+	    set(proof, "schema", jv_string("external-capability-admission.v6"));
 	proof = set(proof, "user_service_id", jv_string(s->r->id));
 	proof = set(proof, "service_slug_snapshot", jv_string(s->r->slug));
-	proof = set(proof, "catalog_service_id",
-	    jv_string(s->r->catalog_service_id));
+	proof = set(
+	    proof, "catalog_service_id", jv_string(s->r->catalog_service_id));
 	proof = set(proof, "contract_digest", jv_string(cd));
 	proof = set(proof, "allowed_execution_modes", modes);
 	proof = set(proof, "inventory_digest", jv_string(id));

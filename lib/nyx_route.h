@@ -41,7 +41,7 @@ enum nyx_verdict {
 struct nyx_candidate {
 	const struct nyx_route *r;
 	const struct nyx_key *k; /* NULL: no /keys entry with that id */
-	bool relevant;	 /* shown in --table: supported slug or sandbox key */
+	bool relevant; /* shown in --table: supported slug or sandbox key */
 	bool canonical, accessible, active, ready, eligible, writable;
 	const char *why_not; /* first failed gate, fixed text */
 	bool miss_proxy, miss_sandbox; /* policy scope gaps */
@@ -69,13 +69,13 @@ int nyx_route_classify(const struct nyx_inventory *inv, const char *exact_id,
 void nyx_resolution_free(struct nyx_resolution *res);
 
 /* WIRE.md 2.2 */
-bool nyx_route_execution_ready(const struct nyx_route *r,
-    const struct nyx_key *k, const char **why_not);
+bool nyx_route_execution_ready(
+    const struct nyx_route *r, const struct nyx_key *k, const char **why_not);
 bool nyx_route_writable(const struct nyx_route *r, const struct nyx_key *k);
 
 /* WIRE.md 2.4: the policy conjunction; missing scopes reported. */
-bool nyx_route_policy_ok(const struct nyx_route *r, bool *miss_proxy,
-    bool *miss_sandbox);
+bool nyx_route_policy_ok(
+    const struct nyx_route *r, bool *miss_proxy, bool *miss_sandbox);
 
 /* The fixed blocker row for a verdict (NULL for admitted). */
 const struct nyx_blocker *nyx_route_blocker(enum nyx_verdict v);
@@ -85,8 +85,8 @@ int nyx_route_exit(enum nyx_verdict v);
 
 int nyx_route_contract_digest(const char *id, const char *slug,
     const char *catalog, char out[NYX_SHA256_HEX]);
-int nyx_inventory_digest(const struct nyx_inventory *inv,
-    char out[NYX_SHA256_HEX]);
+int nyx_inventory_digest(
+    const struct nyx_inventory *inv, char out[NYX_SHA256_HEX]);
 
 /* "true", "false" or "absent" for a tri-state flag. */
 const char *nyx_tri_str(int v);

@@ -88,8 +88,8 @@ answer_json(struct answer *a, int status, jv body)
 }
 
 static void
-answer_error(struct answer *a, int status, const char *error, int code,
-    const char *msg)
+answer_error(
+    struct answer *a, int status, const char *error, int code, const char *msg)
 {
 	answer_json(a, status, nyx_world_error(error, code, msg));
 }
@@ -98,8 +98,8 @@ answer_error(struct answer *a, int status, const char *error, int code,
 static const char *
 request_token(struct MHD_Connection *c)
 {
-	const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-	    "Authorization");
+	const char *auth =
+	    MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
 
 	if (auth != NULL && strncasecmp(auth, "Bearer ", 7) == 0)
 		return auth + 7;
@@ -108,8 +108,7 @@ request_token(struct MHD_Connection *c)
 
 /* Serve a cached view, building it on a miss.  Caller holds the lock. */
 static void
-answer_view(struct nyx_srv *s, struct answer *a, const char *user,
-    int endpoint)
+answer_view(struct nyx_srv *s, struct answer *a, const char *user, int endpoint)
 {
 	size_t i;
 	jv v;
@@ -127,7 +126,7 @@ answer_view(struct nyx_srv *s, struct answer *a, const char *user,
 			return;
 		}
 	v = endpoint == 0 ? nyx_world_user_services(s->world, user)
-			  : nyx_world_keys(s->world, user, s->base);
+	                  : nyx_world_keys(s->world, user, s->base);
 	answer_json(a, 200, v);
 	if (a->body != NULL && s->ncache < CACHE_MAX) {
 		struct cache_ent *e = &s->cache[s->ncache];
@@ -170,8 +169,8 @@ handle_api(struct nyx_srv *s, struct MHD_Connection *c, const char *method,
 			    "Unauthorized: Invalid token");
 			return;
 		}
-		if (nyx_world_human_gate(known ? &p : NULL, method, &status,
-			&err) < 0) {
+		if (nyx_world_human_gate(
+		        known ? &p : NULL, method, &status, &err) < 0) {
 			answer_json(a, status, err);
 			return;
 		}
@@ -186,7 +185,8 @@ handle_api(struct nyx_srv *s, struct MHD_Connection *c, const char *method,
 		else if (strcmp(path, "/api/v1/users/me") == 0)
 			answer_json(a, 200, nyx_world_me(s->world, p.user));
 		else {
-			jv k = nyx_world_key(s->world, p.user, path + 13, s->base);
+			jv k =
+			    nyx_world_key(s->world, p.user, path + 13, s->base);
 
 			if (jv_is_valid(k))
 				answer_json(a, 200, k);
@@ -208,7 +208,7 @@ body_doc(const struct req *r, jv *out, char *why, size_t whysz)
 	struct nyx_err err = NYX_ERR_ZERO;
 
 	if (nyx_yaml_load_buf(r->body.data ? r->body.data : "", r->body.len,
-		"request body", out, &err) < 0) {
+	        "request body", out, &err) < 0) {
 		snprintf(why, whysz, "%s", err.message);
 		return -1;
 	}
@@ -254,7 +254,7 @@ handle_control(struct nyx_srv *s, const char *method, const char *path,
 		s->log = jv_array();
 		a->status = 204;
 	} else if ((strcmp(path, "/_nyx/world") == 0 ||
-		       strcmp(path, "/_nyx/faults") == 0) &&
+	               strcmp(path, "/_nyx/faults") == 0) &&
 	    strcmp(method, "PUT") == 0) {
 		int rc;
 
@@ -262,8 +262,9 @@ handle_control(struct nyx_srv *s, const char *method, const char *path,
 			answer_error(a, 400, "bad_request", 1000, why);
 			return;
 		}
-		rc = path[6] == 'w' ? nyx_srv_set_world(s, doc, why, sizeof(why))
-				    : nyx_srv_set_faults(s, doc, why, sizeof(why));
+		rc = path[6] == 'w'
+		    ? nyx_srv_set_world(s, doc, why, sizeof(why))
+		    : nyx_srv_set_faults(s, doc, why, sizeof(why));
 		if (rc < 0)
 			answer_error(a, 400, "bad_request", 1000, why);
 		else
@@ -330,8 +331,8 @@ queue(struct MHD_Connection *c, struct answer *a)
 		*copy = *a;
 		a->body = NULL;
 		a->headers = jv_object();
-		resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384,
-		    chunk_reader, copy, chunk_free);
+		resp = MHD_create_response_from_callback(
+		    MHD_SIZE_UNKNOWN, 16384, chunk_reader, copy, chunk_free);
 		if (resp == NULL)
 			return MHD_NO;
 		add_headers(resp, copy->headers);
@@ -343,7 +344,8 @@ queue(struct MHD_Connection *c, struct answer *a)
 		add_headers(resp, a->headers);
 	}
 	if (!has_ct && a->status != 204 && a->status != 304)
-		MHD_add_response_header(resp, "Content-Type", "application/json");
+		MHD_add_response_header(
+		    resp, "Content-Type", "application/json");
 	rc = MHD_queue_response(c, (unsigned)a->status, resp);
 	MHD_destroy_response(resp);
 	return rc;
@@ -353,18 +355,18 @@ static void
 record(struct nyx_srv *s, struct MHD_Connection *c, const char *method,
     const char *path, const struct answer *a, long fault, long ms)
 {
-	const char *via = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND,
-	    "_nyxid_via");
+	const char *via =
+	    MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "_nyxid_via");
 	jv e = jv_object();
 
 	e = jv_object_set(e, jv_string("seq"), jv_number(++s->seq));
 	e = jv_object_set(e, jv_string("method"), jv_string(method));
 	e = jv_object_set(e, jv_string("path"), jv_string(path));
-	e = jv_object_set(e, jv_string("status"),
-	    a->drop ? jv_null() : jv_number(a->status));
+	e = jv_object_set(
+	    e, jv_string("status"), a->drop ? jv_null() : jv_number(a->status));
 	e = jv_object_set(e, jv_string("dropped"), jv_bool(a->drop));
-	e = jv_object_set(e, jv_string("principal"),
-	    nyx_json_str_or_null(a->principal));
+	e = jv_object_set(
+	    e, jv_string("principal"), nyx_json_str_or_null(a->principal));
 	e = jv_object_set(e, jv_string("kind"), nyx_json_str_or_null(a->kind));
 	e = jv_object_set(e, jv_string("fault"),
 	    fault >= 0 ? jv_number((double)fault) : jv_null());
@@ -401,7 +403,8 @@ handler(void *cls, struct MHD_Connection *c, const char *url,
 		return MHD_YES;
 	}
 	if (*upload_size > 0) {
-		if (!r->too_big && nyx_buf_add(&r->body, upload, *upload_size) < 0)
+		if (!r->too_big &&
+		    nyx_buf_add(&r->body, upload, *upload_size) < 0)
 			r->too_big = true;
 		*upload_size = 0;
 		return MHD_YES;
@@ -453,15 +456,16 @@ handler(void *cls, struct MHD_Connection *c, const char *url,
 			a.kind = nyx_principal_kind_name(p.kind);
 		}
 	} else if (r->too_big) {
-		answer_error(&a, 413, "payload_too_large", 1009,
-		    "Payload too large");
+		answer_error(
+		    &a, 413, "payload_too_large", 1009, "Payload too large");
 	} else if (control) {
 		handle_control(s, method, url, r, &a);
 	} else {
 		handle_api(s, c, method, url, &a);
 	}
 	if (!control)
-		record(s, c, method, url, &a, fault_idx, (long)(nyx_mono_ms() - t0));
+		record(s, c, method, url, &a, fault_idx,
+		    (long)(nyx_mono_ms() - t0));
 	pthread_mutex_unlock(&s->mu);
 
 	rc = a.drop ? MHD_NO : queue(c, &a);
@@ -514,8 +518,8 @@ nyx_srv_set_faults(struct nyx_srv *s, jv doc, char *why, size_t whysz)
 }
 
 static int
-parse_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *len,
-    bool *v6)
+parse_listen(
+    const char *listen, struct sockaddr_storage *ss, socklen_t *len, bool *v6)
 {
 	char host[128];
 	const char *colon = strrchr(listen, ':');
@@ -546,8 +550,8 @@ parse_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *len,
 }
 
 struct nyx_srv *
-nyx_srv_start(const char *listen, jv world, jv faults, bool control,
-    struct nyx_err *err)
+nyx_srv_start(
+    const char *listen, jv world, jv faults, bool control, struct nyx_err *err)
 {
 	struct nyx_srv *s = calloc(1, sizeof(*s));
 	struct sockaddr_storage ss;
@@ -586,7 +590,7 @@ nyx_srv_start(const char *listen, jv world, jv faults, bool control,
 		goto fail;
 	}
 	s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD |
-		MHD_USE_THREAD_PER_CONNECTION | (v6 ? MHD_USE_IPv6 : 0),
+	        MHD_USE_THREAD_PER_CONNECTION | (v6 ? MHD_USE_IPv6 : 0),
 	    0, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR,
 	    (struct sockaddr *)&ss, MHD_OPTION_NOTIFY_COMPLETED, completed, s,
 	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120, MHD_OPTION_END);
@@ -603,8 +607,8 @@ nyx_srv_start(const char *listen, jv world, jv faults, bool control,
 	else
 		inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, host,
 		    sizeof(host));
-	snprintf(s->base, sizeof(s->base), v6 ? "http://[%s]:%d"
-					      : "http://%s:%d", host, s->port);
+	snprintf(s->base, sizeof(s->base),
+	    v6 ? "http://[%s]:%d" : "http://%s:%d", host, s->port);
 	return s;
 fail:
 	nyx_srv_stop(s);

@@ -14,16 +14,16 @@ struct token {
 
 struct nyx_world {
 	jv doc;
-	jv users;  /* array */
-	jv orgs;   /* array */
+	jv users; /* array */
+	jv orgs; /* array */
 	jv routes; /* array */
 	struct token *tokens;
 	size_t ntokens;
 	bool list_inactive;
 };
 
-static const char *const kind_names[] = {"user", "agent_key", "api_key",
-    "delegation", "service_account", "relay"};
+static const char *const kind_names[] = {
+    "user", "agent_key", "api_key", "delegation", "service_account", "relay"};
 
 const char *
 nyx_principal_kind_name(enum nyx_principal_kind k)
@@ -54,7 +54,8 @@ list(jv doc, const char *k, jv *out, char *why, size_t whysz)
 	jv v = nyx_json_get(doc, k);
 	int i, n;
 
-	if (jv_get_kind(v) == JV_KIND_INVALID || jv_get_kind(v) == JV_KIND_NULL) {
+	if (jv_get_kind(v) == JV_KIND_INVALID ||
+	    jv_get_kind(v) == JV_KIND_NULL) {
 		jv_free(v);
 		*out = jv_array();
 		return 0;
@@ -97,8 +98,7 @@ find_by_id(jv arr, const char *id)
 }
 
 static int
-need_str(jv o, const char *k, const char *what, int i, char *why,
-    size_t whysz)
+need_str(jv o, const char *k, const char *what, int i, char *why, size_t whysz)
 {
 	if (nyx_json_peek_str(o, k) == NULL) {
 		snprintf(why, whysz, "%s[%d].%s must be a string", what, i, k);
@@ -162,21 +162,26 @@ nyx_world_new(jv doc, char *why, size_t whysz)
 
 		if (rc == 0 && jv_get_kind(m) != JV_KIND_ARRAY &&
 		    jv_get_kind(m) != JV_KIND_INVALID) {
-			snprintf(why, whysz, "orgs[%d].members must be a list", i);
+			snprintf(
+			    why, whysz, "orgs[%d].members must be a list", i);
 			rc = -1;
 		}
-		mn = jv_get_kind(m) == JV_KIND_ARRAY ? jv_array_length(jv_copy(m))
-						     : 0;
+		mn = jv_get_kind(m) == JV_KIND_ARRAY
+		    ? jv_array_length(jv_copy(m))
+		    : 0;
 		for (j = 0; rc == 0 && j < mn; j++) {
 			jv e = jv_array_get(jv_copy(m), j);
 			const char *role = nyx_json_peek_str(e, "role");
 
-			if (nyx_json_peek_str(e, "user") == NULL || role == NULL ||
+			if (nyx_json_peek_str(e, "user") == NULL ||
+			    role == NULL ||
 			    (strcmp(role, "admin") != 0 &&
-				strcmp(role, "member") != 0 &&
-				strcmp(role, "viewer") != 0)) {
-				snprintf(why, whysz, "orgs[%d].members[%d] needs "
-				    "user and role (admin, member, viewer)", i, j);
+			        strcmp(role, "member") != 0 &&
+			        strcmp(role, "viewer") != 0)) {
+				snprintf(why, whysz,
+				    "orgs[%d].members[%d] needs "
+				    "user and role (admin, member, viewer)",
+				    i, j);
 				rc = -1;
 			}
 			jv_free(e);
@@ -215,9 +220,11 @@ nyx_world_new(jv doc, char *why, size_t whysz)
 		if (tk->token == NULL || tk->p.user == NULL || kind == NULL ||
 		    parse_kind(kind, &tk->p.kind) < 0) {
 			jv_free(t);
-			snprintf(why, whysz, "tokens[%d] needs token, user and a "
+			snprintf(why, whysz,
+			    "tokens[%d] needs token, user and a "
 			    "kind (user, agent_key, api_key, delegation, "
-			    "service_account, relay)", i);
+			    "service_account, relay)",
+			    i);
 			goto fail;
 		}
 		jv_free(t);
@@ -251,8 +258,8 @@ nyx_world_nroutes(const struct nyx_world *w)
 }
 
 int
-nyx_world_auth(const struct nyx_world *w, const char *token,
-    struct nyx_principal *p)
+nyx_world_auth(
+    const struct nyx_world *w, const char *token, struct nyx_principal *p)
 {
 	size_t i;
 
@@ -267,14 +274,15 @@ nyx_world_auth(const struct nyx_world *w, const char *token,
 }
 
 int
-nyx_world_human_gate(const struct nyx_principal *p, const char *method,
-    int *status, jv *body)
+nyx_world_human_gate(
+    const struct nyx_principal *p, const char *method, int *status, jv *body)
 {
 	const char *msg = NULL;
 
 	if (p == NULL) {
 		*status = 401;
-		*body = nyx_world_error("unauthorized", 1001, "Unauthorized: No "
+		*body = nyx_world_error("unauthorized", 1001,
+		    "Unauthorized: No "
 		    "valid authentication credentials provided");
 		return -1;
 	}
@@ -356,14 +364,15 @@ source_for(const struct nyx_world *w, jv r, const char *user)
 	src = set(jv_object(), "type", jv_string("org"));
 	src = set(src, "org_id", jv_string(owner));
 	src = set(src, "org_name",
-	    jv_string(nyx_json_peek_str(org, "name") ? nyx_json_peek_str(org,
-							   "name")
-						     : owner));
+	    jv_string(nyx_json_peek_str(org, "name")
+	            ? nyx_json_peek_str(org, "name")
+	            : owner));
 	src = set(src, "avatar_url", jv_null());
 	src = set(src, "role", jv_string(role));
 	src = set(src, "allowed",
-	    jv_bool((strcmp(role, "admin") == 0 || strcmp(role, "member") == 0) &&
-		(!admin_only || strcmp(role, "admin") == 0)));
+	    jv_bool(
+	        (strcmp(role, "admin") == 0 || strcmp(role, "member") == 0) &&
+	        (!admin_only || strcmp(role, "admin") == 0)));
 	jv_free(org);
 	return src;
 }
@@ -380,7 +389,8 @@ copy_field(jv o, jv r, const char *k)
 {
 	jv v = nyx_json_get(r, k);
 
-	if (jv_get_kind(v) == JV_KIND_INVALID || jv_get_kind(v) == JV_KIND_NULL) {
+	if (jv_get_kind(v) == JV_KIND_INVALID ||
+	    jv_get_kind(v) == JV_KIND_NULL) {
 		jv_free(v);
 		return o;
 	}
@@ -462,11 +472,12 @@ key_entry(jv r, jv src, const char *base)
 			o = set(o, "auto_connected", jv_copy(ac));
 		jv_free(ac);
 	}
-	o = set(o, "status", jv_string(nyx_json_peek_str(key, "status")
-		    ? nyx_json_peek_str(key, "status")
-		    : "active"));
-	o = set(o, "is_active", bool_or(key, "is_active",
-				    nyx_json_bool(r, "is_active") != 0));
+	o = set(o, "status",
+	    jv_string(nyx_json_peek_str(key, "status")
+	            ? nyx_json_peek_str(key, "status")
+	            : "active"));
+	o = set(o, "is_active",
+	    bool_or(key, "is_active", nyx_json_bool(r, "is_active") != 0));
 	o = set(o, "connected", bool_or(key, "connected", true));
 	o = set(o, "requires_connection", jv_false());
 	o = set(o, "has_node_binding", jv_bool(nyx_json_has(r, "node_id")));
@@ -475,8 +486,8 @@ key_entry(jv r, jv src, const char *base)
 	if (nyx_json_has(r, "node_id"))
 		o = set(o, "node_status",
 		    jv_string(nyx_json_peek_str(key, "node_status")
-			    ? nyx_json_peek_str(key, "node_status")
-			    : "online"));
+		            ? nyx_json_peek_str(key, "node_status")
+		            : "online"));
 	o = set(o, "node_priority", jv_number(0));
 	o = copy_field(o, r, "forward_access_token");
 	o = copy_field(o, r, "inject_delegation_token");
@@ -498,8 +509,8 @@ key_entry(jv r, jv src, const char *base)
 
 /* Visible routes in NyxID's order: personal first, then each org's. */
 static jv
-visible(const struct nyx_world *w, const char *user, bool keys,
-    const char *base)
+visible(
+    const struct nyx_world *w, const char *user, bool keys, const char *base)
 {
 	jv out = jv_array();
 	int pass, i, n = jv_array_length(jv_copy(w->routes));
@@ -521,8 +532,9 @@ visible(const struct nyx_world *w, const char *user, bool keys,
 				jv_free(r);
 				continue;
 			}
-			out = jv_array_append(out, keys ? key_entry(r, src, base)
-							: user_service_entry(r, src));
+			out = jv_array_append(out,
+			    keys ? key_entry(r, src, base)
+			         : user_service_entry(r, src));
 			jv_free(r);
 		}
 	return out;
@@ -531,7 +543,7 @@ visible(const struct nyx_world *w, const char *user, bool keys,
 jv
 nyx_world_user_services(const struct nyx_world *w, const char *user)
 {
-	return set(jv_object(), "services", visible(w, user, false, NULL));
+	return set(jv_object(), "services", visible(w, user, false, ""));
 }
 
 jv
@@ -572,12 +584,14 @@ nyx_world_me(const struct nyx_world *w, const char *user)
 	jv u = find_by_id(w->users, user), o = jv_object();
 
 	o = set(o, "id", jv_string(user));
-	o = set(o, "email", jv_string(nyx_json_peek_str(u, "email")
-		    ? nyx_json_peek_str(u, "email")
-		    : "user@example.invalid"));
-	o = set(o, "display_name", jv_string(nyx_json_peek_str(u, "display_name")
-		    ? nyx_json_peek_str(u, "display_name")
-		    : user));
+	o = set(o, "email",
+	    jv_string(nyx_json_peek_str(u, "email")
+	            ? nyx_json_peek_str(u, "email")
+	            : "user@example.invalid"));
+	o = set(o, "display_name",
+	    jv_string(nyx_json_peek_str(u, "display_name")
+	            ? nyx_json_peek_str(u, "display_name")
+	            : user));
 	o = set(o, "avatar_url", jv_null());
 	o = set(o, "email_verified", jv_true());
 	o = set(o, "mfa_enabled", jv_false());

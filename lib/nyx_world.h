@@ -41,8 +41,8 @@ struct nyx_world *nyx_world_new(jv doc, char *why, size_t whysz);
 void nyx_world_free(struct nyx_world *w);
 
 /* Identify a caller by token; 0 found, -1 unknown. */
-int nyx_world_auth(const struct nyx_world *w, const char *token,
-    struct nyx_principal *p);
+int nyx_world_auth(
+    const struct nyx_world *w, const char *token, struct nyx_principal *p);
 
 const char *nyx_principal_kind_name(enum nyx_principal_kind k);
 
@@ -51,16 +51,16 @@ const char *nyx_principal_kind_name(enum nyx_principal_kind k);
  * `method` there, else -1 with *status and *body (NyxID's error envelope).
  * p NULL means no valid credential (401).
  */
-int nyx_world_human_gate(const struct nyx_principal *p, const char *method,
-    int *status, jv *body);
+int nyx_world_human_gate(
+    const struct nyx_principal *p, const char *method, int *status, jv *body);
 
 /* NyxID's error envelope {"error","error_code","message"}. */
 jv nyx_world_error(const char *error, int code, const char *message);
 
 /* The caller's views; base is the server's own URL for proxy_url fields. */
 jv nyx_world_user_services(const struct nyx_world *w, const char *user);
-jv nyx_world_keys(const struct nyx_world *w, const char *user,
-    const char *base);
+jv nyx_world_keys(
+    const struct nyx_world *w, const char *user, const char *base);
 /* One key by id or slug; invalid jv when not visible (404). */
 jv nyx_world_key(const struct nyx_world *w, const char *user,
     const char *id_or_slug, const char *base);

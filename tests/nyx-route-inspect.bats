@@ -195,10 +195,14 @@ inspect() {
 	reset_world "$R/compliant.yaml"
 	run -0 --separate-stderr inspect "$ALICE" --check
 	[[ $stderr == "nyx-route-inspect: PASS: "* ]]
+	run -0 --separate-stderr inspect "$ALICE" --check -q
+	[ -z "$stderr" ]
 	reset_world "$R/drift.yaml"
 	run -1 --separate-stderr inspect "$ALICE" --check
 	[[ $stderr == "nyx-route-inspect: DRIFT: CODE_EXECUTION_ROUTE_POLICY_MISMATCH: "* ]]
 	[ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ]
+	run -1 --separate-stderr inspect "$ALICE" --check -q
+	[[ $stderr == *"DRIFT: "* ]]
 	reset_world "$R/inactive.yaml"
 	run -3 --separate-stderr inspect "$ALICE" --check
 	[[ $stderr == *"DRIFT: CODE_EXECUTION_ROUTE_INACTIVE"* ]]

@@ -28,6 +28,7 @@ common_setup() {
 
 # jq -e over the last stdout line of the previous `run`.
 last_line() {
+	# shellcheck disable=SC2154 # $output is set by bats' run
 	printf '%s\n' "$output" | tail -n 1
 }
 

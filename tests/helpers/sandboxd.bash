@@ -4,7 +4,7 @@
 
 # sandboxd_start WORLD_FILE [extra flags...]
 sandboxd_start() {
-	local world=$1 i
+	local world=$1
 	shift
 	SANDBOXD_DIR="$BATS_FILE_TMPDIR/sandboxd"
 	mkdir -p "$SANDBOXD_DIR"
@@ -15,7 +15,7 @@ sandboxd_start() {
 		--port-file "$SANDBOXD_DIR/port" "$@" \
 		2>"$SANDBOXD_DIR/stderr" 3>&- &
 	SANDBOXD_PID=$!
-	for i in $(seq 1 200); do
+	for _ in $(seq 1 200); do
 		[ -s "$SANDBOXD_DIR/port" ] && break
 		kill -0 "$SANDBOXD_PID" 2>/dev/null || break
 		sleep 0.05
@@ -28,10 +28,17 @@ sandboxd_start() {
 	export SANDBOXD_PID SANDBOXD_DIR NYX_TEST_BASE
 }
 
+# Stop the server; fail when a sanitizer or valgrind reported anything in
+# it (a background process cannot fail a test through its exit code).
 sandboxd_stop() {
 	if [ -n "${SANDBOXD_PID:-}" ]; then
 		kill "$SANDBOXD_PID" 2>/dev/null || true
 		wait "$SANDBOXD_PID" 2>/dev/null || true
+	fi
+	if grep -Eq 'ERROR: (Address|Leak|Undefined)Sanitizer|runtime error:|==[0-9]+== .*(Invalid|uninitialised|definitely lost)' \
+		"$SANDBOXD_DIR/stderr" 2>/dev/null; then
+		cat "$SANDBOXD_DIR/stderr" >&2
+		return 1
 	fi
 }
 

@@ -50,7 +50,8 @@ main(int argc, char **argv)
 		nyx_http_resp_free(&r);
 	}
 	CHECK(ok200 == 5, "five sequential requests answered 200");
-	CHECK(nyx_http_connects(h) == 1, "sequential requests reuse one connection");
+	CHECK(nyx_http_connects(h) == 1,
+	    "sequential requests reuse one connection");
 
 	before = nyx_http_connects(h);
 	reqs[1].fresh_connect = true;
@@ -71,7 +72,8 @@ main(int argc, char **argv)
 		ok200 += resps[i].status == 200 && resps[i].body.len > 0;
 		nyx_http_resp_free(&resps[i]);
 	}
-	CHECK(answered == N && ok200 == N, "40 concurrent requests answered 200");
+	CHECK(
+	    answered == N && ok200 == N, "40 concurrent requests answered 200");
 	printf("# connections opened by the multi run: %ld\n",
 	    nyx_http_connects(h) - before);
 	CHECK(nyx_http_connects(h) - before <= 4,

@@ -42,7 +42,8 @@ test_cred(void)
 	char *t;
 
 	nyx_cred_classify("nyxid_ag_0123456789abcdef0123456789abcdef0123456789"
-			  "abcdef0123456789abcdef", &c);
+	                  "abcdef0123456789abcdef",
+	    &c);
 	CHECK(c.kind == NYX_CRED_AGENT_KEY, "agent key");
 	CHECK_STR(c.subject, "nyxid_ag_01234567", "agent key public prefix");
 	nyx_cred_classify("nyxid_ag_XYZ", &c);
@@ -55,17 +56,18 @@ test_cred(void)
 	t = jwt("{\"sub\":\"u1\",\"token_type\":\"access\"}");
 	nyx_cred_classify(t, &c);
 	CHECK(c.kind == NYX_CRED_USER && nyx_cred_can_write(&c) &&
-		strcmp(c.subject, "u1") == 0,
+	        strcmp(c.subject, "u1") == 0,
 	    "user access token");
 	free(t);
 	t = jwt("{\"sub\":\"u1\",\"delegated\":true,\"act\":{\"sub\":\"svc\"},"
-		"\"scope\":\"proxy:* account:read\"}");
+	        "\"scope\":\"proxy:* account:read\"}");
 	nyx_cred_classify(t, &c);
 	CHECK(c.kind == NYX_CRED_DELEGATION && nyx_cred_source_readable(&c) &&
-		!nyx_cred_can_write(&c),
+	        !nyx_cred_can_write(&c),
 	    "delegation with account:read reads, never writes");
 	free(t);
-	t = jwt("{\"sub\":\"u1\",\"delegated\":true,\"scope\":\"account:read\"}");
+	t = jwt(
+	    "{\"sub\":\"u1\",\"delegated\":true,\"scope\":\"account:read\"}");
 	nyx_cred_classify(t, &c);
 	CHECK(c.kind == NYX_CRED_UNKNOWN,
 	    "delegated without act.sub is not a delegation (nor a user)");
@@ -87,7 +89,7 @@ test_cred(void)
 	CHECK(nyx_cred_check("ab\tc", &e) < 0, "whitespace refused");
 	CHECK(nyx_cred_check("abc", &e) == 0, "plain token accepted");
 	CHECK(nyx_scope_has(" a  b ", "b") && !nyx_scope_has("ab", "a") &&
-		!nyx_scope_has(NULL, "a"),
+	        !nyx_scope_has(NULL, "a"),
 	    "scope membership");
 }
 
@@ -102,7 +104,8 @@ test_redact(void)
 	nyx_log_redact(in, out, sizeof(out));
 	CHECK_STR(out, "token [redacted] end", "JWT shapes are redacted");
 	free(t);
-	nyx_log_redact("key=nyxid_ag_0123456789abcdef0123 ok", out, sizeof(out));
+	nyx_log_redact(
+	    "key=nyxid_ag_0123456789abcdef0123 ok", out, sizeof(out));
 	CHECK_STR(out, "key=[redacted] ok", "agent keys are redacted");
 	nyx_log_redact("Authorization: Bearer abc.def", out, sizeof(out));
 	CHECK_STR(out, "Authorization: Bearer [redacted]", "bearer values");
@@ -130,10 +133,10 @@ test_time(void)
 	int64_t ms;
 
 	CHECK(nyx_time_parse("2026-12-02T12:00:00Z", &ms) == 0 &&
-		ms == 1796212800000LL,
+	        ms == 1796212800000LL,
 	    "RFC 3339 Z");
 	CHECK(nyx_time_parse("2026-12-02T13:00:00.5+01:00", &ms) == 0 &&
-		ms == 1796212800500LL,
+	        ms == 1796212800500LL,
 	    "offset and fraction");
 	CHECK(nyx_time_parse("2026-12-02 12:00:00", &ms) < 0, "zone required");
 	CHECK(nyx_time_parse("2026-13-02T12:00:00Z", &ms) < 0, "bad month");
@@ -162,8 +165,8 @@ test_hash(void)
 	nyx_digest_finish(d, out);
 	/* 00000001 61 ffffffff 00000000 */
 	{
-		const unsigned char raw[] = {0, 0, 0, 1, 'a', 0xff, 0xff, 0xff,
-		    0xff, 0, 0, 0, 0};
+		const unsigned char raw[] = {
+		    0, 0, 0, 1, 'a', 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0};
 		char want[NYX_SHA256_HEX];
 
 		nyx_sha256_hex(raw, sizeof(raw), want);
@@ -222,7 +225,9 @@ test_yaml(void)
 	{
 		char *s = nyx_json_dump(v);
 
-		CHECK_STR(s, "{\"a\":1,\"b\":[true,\"true\",null,\"x\"],\"c\":{\"d\":-2.5}}",
+		CHECK_STR(s,
+		    "{\"a\":1,\"b\":[true,\"true\",null,\"x\"],\"c\":{\"d\":-2."
+		    "5}}",
 		    "scalars typed, quoted strings kept");
 		free(s);
 	}
@@ -238,8 +243,9 @@ test_faults(void)
 {
 	struct nyx_faults f;
 	const char *y = "faults:\n"
-			"  - {method: GET, path: '/api/v1/*', nth: 2, count: 2, status: 500}\n"
-			"  - {path: /x, status: 418, body_bytes: 20}\n";
+	                "  - {method: GET, path: '/api/v1/*', nth: 2, count: "
+	                "2, status: 500}\n"
+	                "  - {path: /x, status: 418, body_bytes: 20}\n";
 	struct nyx_err e = NYX_ERR_ZERO;
 	char why[200];
 	jv doc;
@@ -257,7 +263,7 @@ test_faults(void)
 		struct nyx_fault *x = nyx_faults_match(&f, "PUT", "/x");
 
 		CHECK(x && x->body_len == 20 && x->body[0] == '{' &&
-			x->body[19] == '}' && x->status == 418,
+		        x->body[19] == '}' && x->status == 418,
 		    "exact-size generated body");
 	}
 	nyx_faults_free(&f);
@@ -271,8 +277,8 @@ static void
 test_exit(void)
 {
 	CHECK(nyx_exit_worst(0, 5) == 5 && nyx_exit_worst(5, 1) == 1 &&
-		nyx_exit_worst(1, 3) == 3 && nyx_exit_worst(3, 4) == 4 &&
-		nyx_exit_worst(4, 75) == 75 && nyx_exit_worst(64, 78) == 64,
+	        nyx_exit_worst(1, 3) == 3 && nyx_exit_worst(3, 4) == 4 &&
+	        nyx_exit_worst(4, 75) == 75 && nyx_exit_worst(64, 78) == 64,
 	    "severity order 64-78 > 4 > 3 > 1 > 5 > 0");
 }
 

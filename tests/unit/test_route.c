@@ -18,9 +18,10 @@ static const char *key_tpl =
     "\"catalog_service_slug\":\"chrono-sandbox\",\"auto_connected\":false,"
     "\"credential_source\":%s%s}";
 static const char *personal = "{\"type\":\"personal\"}";
-static const char *good = ",\"forward_access_token\":true,"
-			  "\"inject_delegation_token\":true,"
-			  "\"delegation_token_scope\":\"proxy:* sandbox:execute\"";
+static const char *good =
+    ",\"forward_access_token\":true,"
+    "\"inject_delegation_token\":true,"
+    "\"delegation_token_scope\":\"proxy:* sandbox:execute\"";
 
 static struct nyx_inventory
 inv_of(const char *services, const char *keys)
@@ -38,8 +39,7 @@ inv_of(const char *services, const char *keys)
 /* the templates above are fixed strings of this file */
 #pragma GCC diagnostic ignored "-Wformat-nonliteral"
 static char *
-fmt(const char *tpl, const char *a, const char *b, const char *c,
-    const char *d)
+fmt(const char *tpl, const char *a, const char *b, const char *c, const char *d)
 {
 	char *out = malloc(4096);
 
@@ -92,8 +92,8 @@ test_classify(void)
 	struct nyx_inventory inv;
 	char *s1 = fmt(route_tpl, "us-1", "chrono-sandbox", personal, good);
 	char *k1 = fmt(key_tpl, "us-1", "chrono-sandbox", personal, "");
-	char *s2 = fmt(route_tpl, "us-2", "chrono-sandbox-aevatar", personal,
-	    good);
+	char *s2 =
+	    fmt(route_tpl, "us-2", "chrono-sandbox-aevatar", personal, good);
 	char *k2 = fmt(key_tpl, "us-2", "chrono-sandbox-aevatar", personal, "");
 	char services[9000], keys[9000];
 
@@ -102,7 +102,7 @@ test_classify(void)
 	CHECK(verdict(services, keys, NULL, &res, &inv) == NYX_ROUTE_ADMITTED,
 	    "one compliant route is admitted");
 	CHECK(res.selected && strcmp(res.selected->r->id, "us-1") == 0 &&
-		res.canonical == 1 && res.eligible == 1,
+	        res.canonical == 1 && res.eligible == 1,
 	    "admitted counts and selection");
 	nyx_resolution_free(&res);
 	nyx_inventory_free(&inv);
@@ -116,24 +116,25 @@ test_classify(void)
 	snprintf(services, sizeof(services), "{\"services\":[%s,%s]}", s1, s2);
 	snprintf(keys, sizeof(keys), "{\"keys\":[%s,%s]}", k2, k1);
 	CHECK(verdict(services, keys, NULL, &res, &inv) == NYX_ROUTE_ADMITTED &&
-		strcmp(res.selected->r->slug, "chrono-sandbox") == 0 &&
-		res.eligible == 2,
+	        strcmp(res.selected->r->slug, "chrono-sandbox") == 0 &&
+	        res.eligible == 2,
 	    "shared route beats the alias");
 	nyx_resolution_free(&res);
 	nyx_inventory_free(&inv);
-	CHECK(verdict(services, keys, "us-2", &res, &inv) == NYX_ROUTE_ADMITTED &&
-		strcmp(res.selected->r->id, "us-2") == 0 && res.canonical == 1,
+	CHECK(
+	    verdict(services, keys, "us-2", &res, &inv) == NYX_ROUTE_ADMITTED &&
+	        strcmp(res.selected->r->id, "us-2") == 0 && res.canonical == 1,
 	    "exact id selects the alias");
 	nyx_resolution_free(&res);
 	nyx_inventory_free(&inv);
 	CHECK(verdict(services, keys, "  ", &res, &inv) == NYX_ROUTE_ADMITTED &&
-		res.canonical == 2,
+	        res.canonical == 2,
 	    "a blank exact id means none");
 	nyx_resolution_free(&res);
 	nyx_inventory_free(&inv);
 	CHECK(verdict(services, keys, " us-2 ", &res, &inv) ==
-		    NYX_ROUTE_ADMITTED &&
-		strcmp(res.selected->r->id, "us-2") == 0,
+	            NYX_ROUTE_ADMITTED &&
+	        strcmp(res.selected->r->id, "us-2") == 0,
 	    "the exact id is trimmed");
 	nyx_resolution_free(&res);
 	nyx_inventory_free(&inv);
@@ -172,13 +173,13 @@ test_ready_writable(void)
 	r.src.role = (char *)"admin";
 	k.src.role = (char *)"member";
 	CHECK(nyx_route_execution_ready(&r, &k, &why) &&
-		!nyx_route_writable(&r, &k),
+	        !nyx_route_writable(&r, &k),
 	    "org route needs admin on both sides to write");
 	k.src.role = (char *)"admin";
 	CHECK(nyx_route_writable(&r, &k), "org admin on both sides writes");
 	k.src.org_id = (char *)"other";
 	CHECK(!nyx_route_execution_ready(&r, &k, &why) &&
-		strcmp(why, "route and key owners differ") == 0,
+	        strcmp(why, "route and key owners differ") == 0,
 	    "different org ids are not ready");
 	k.src.org_id = (char *)"org";
 	k.status = (char *)"refresh_failed";
@@ -190,7 +191,7 @@ test_ready_writable(void)
 	    "a node route ignores the credential status");
 	k.node_status = (char *)"draining";
 	CHECK(!nyx_route_execution_ready(&r, &k, &why) &&
-		strcmp(why, "node not online") == 0,
+	        strcmp(why, "node not online") == 0,
 	    "a draining node is not ready");
 }
 
@@ -205,8 +206,9 @@ test_digest(void)
 	    "863e3c36ed1ec390bbd2915394390e344658b39b7b53be2b1aaebccdfb7b1348",
 	    "contract digest known vector");
 	nyx_route_contract_digest("us-1", "chrono-sandbox", NULL, out);
-	CHECK(strcmp(out, "863e3c36ed1ec390bbd2915394390e344658b39b7b53be2b1"
-			  "aaebccdfb7b1348") != 0,
+	CHECK(strcmp(out,
+	          "863e3c36ed1ec390bbd2915394390e344658b39b7b53be2b1"
+	          "aaebccdfb7b1348") != 0,
 	    "null differs from a value");
 }
 
@@ -220,7 +222,8 @@ test_blockers(void)
 	    "source unavailable runtime code");
 	CHECK_STR(nyx_route_blocker(NYX_ROUTE_AMBIGUOUS)->remediation_text,
 	    "Keep exactly one platform code service", "ambiguous remediation");
-	CHECK(nyx_route_exit(NYX_ROUTE_POLICY_MISMATCH) == 3, "blockers exit 3");
+	CHECK(
+	    nyx_route_exit(NYX_ROUTE_POLICY_MISMATCH) == 3, "blockers exit 3");
 }
 
 int

@@ -1,0 +1,158 @@
+#!/usr/bin/env bats
+# The cross-tool contract (PRODUCT.md section 2): help, version, misuse,
+# write errors, the error record, and drift between --help, the man
+# pages and the completions.
+
+load helpers/common
+
+PROGS=(nyx-route-inspect nyx-sandboxd)
+
+setup() {
+	common_setup
+}
+
+man_of() {
+	case $1 in
+	nyx-sandboxd) printf '%s' "$NYX_ROOT/man/$1.8" ;;
+	*) printf '%s' "$NYX_ROOT/man/$1.1" ;;
+	esac
+}
+
+# The long options a program's --help lists.
+long_opts() {
+	"$1" --help | grep -oE -- '--[a-z][a-z-]+' | sort -u
+}
+
+@test "--help prints usage on stdout and exits 0" {
+	for p in "${PROGS[@]}"; do
+		run -0 --separate-stderr "$p" --help
+		[[ ${lines[0]} == "usage: $p "* ]]
+		[ -z "$stderr" ]
+		run -0 "$p" -h
+	done
+}
+
+@test "--version prints the name and version" {
+	for p in "${PROGS[@]}"; do
+		run -0 "$p" --version
+		[[ $output =~ ^$p\ [0-9]+\.[0-9]+\.[0-9]+$ ]]
+		run -0 "$p" -V
+	done
+}
+
+@test "misuse prints PROG: usage and Try, exits 64" {
+	for p in "${PROGS[@]}"; do
+		run -64 --separate-stderr "$p" --no-such-flag
+		[[ $stderr == "$p: usage: unknown option '--no-such-flag'"* ]]
+		[[ $stderr == *"Try '$p --help'"* ]]
+		[ -z "$output" ]
+		run -64 --separate-stderr "$p" -Z
+		run -64 --separate-stderr "$p" --config
+		[[ $stderr == *"needs a value"* ]]
+	done
+}
+
+@test "a write error on stdout exits 74" {
+	# run captures stdout itself, so the redirect happens in a shell
+	for p in "${PROGS[@]}"; do
+		run -74 bash -c '"$0" --help >/dev/full' "$p"
+	done
+	run -74 --separate-stderr bash -c 'nyx-route-inspect --inventory "$0" >/dev/full' \
+		"$FIX/nyx-route-inspect/inventory.json"
+	[[ $stderr == *"write error on stdout"* ]]
+}
+
+@test "a reader that went away (EPIPE) exits 74 quietly" {
+	run -0 python3 - "$FIX/nyx-route-inspect/inventory.json" <<'EOF2'
+import os, subprocess, sys
+r, w = os.pipe()
+os.close(r)  # the reader is gone before the writer starts
+p = subprocess.run(["nyx-route-inspect", "--inventory", sys.argv[1]],
+                   stdout=w, stderr=subprocess.PIPE)
+os.close(w)
+assert p.returncode == 74, p.returncode
+assert p.stderr == b"", p.stderr
+EOF2
+}
+
+@test "the error record has the fixed shape and is the last stdout line" {
+	run -78 --separate-stderr nyx-route-inspect --base-url http://nyx.example.com
+	[ "$(printf '%s\n' "$output" | wc -l)" -eq 1 ]
+	jq_ok '.v==1 and .type=="error" and .tool=="nyx-route-inspect"'
+	jq_ok '(.code|type)=="string" and .class=="config" and .exit==78 and .retryable==false'
+	jq_ok '(.message|length)>0 and (.diagnostic_id|test("^nyx-[0-9a-f]{32}$"))'
+	jq_ok 'keys==["class","code","diagnostic_id","exit","message","retryable","tool","type","v"]'
+	diag=$(last_line | jq -r .diagnostic_id)
+	[[ $stderr == "nyx-route-inspect: error: base_url_insecure: "*"($diag)" ]]
+}
+
+@test "each invocation gets a fresh diagnostic id" {
+	run -0 nyx-route-inspect --inventory "$FIX/nyx-route-inspect/inventory.json"
+	a=$(last_line | jq -r .diagnostic_id)
+	run -0 nyx-route-inspect --inventory "$FIX/nyx-route-inspect/inventory.json"
+	b=$(last_line | jq -r .diagnostic_id)
+	[ "$a" != "$b" ]
+}
+
+@test "every program has a lint-clean man page named after it, and nyx(7)" {
+	for p in "${PROGS[@]}"; do
+		m=$(man_of "$p")
+		[ -f "$m" ]
+		run -0 mandoc -Tlint -Wwarning "$m"
+		grep -q "^\.Nm $p$" "$m"
+	done
+	run -0 mandoc -Tlint -Wwarning "$NYX_ROOT/man/nyx.7"
+}
+
+@test "every long option in --help is in the man page and both completions" {
+	for p in "${PROGS[@]}"; do
+		m=$(man_of "$p")
+		fn=_$(printf '%s' "$p" | tr '-' '_')
+		fn=${fn/_nyx_sandboxd/_nyx_sandboxd}
+		for o in $(long_opts "$p"); do
+			grep -q -- "Fl ${o#-}" "$m" || grep -q -- "Fl -${o#--}" "$m" ||
+				{ echo "$o missing from $m" >&2; return 1; }
+			grep -q -- "$o" "$NYX_ROOT/completions/bash/nyx" ||
+				{ echo "$o missing from bash completion" >&2; return 1; }
+			grep -q -- "'$o\\|$o\\[\\|{.*$o" "$NYX_ROOT/completions/zsh/_nyx" ||
+				grep -q -- "$o\[" "$NYX_ROOT/completions/zsh/_nyx" ||
+				{ echo "$o missing from zsh completion" >&2; return 1; }
+		done
+		grep -q "complete -F .* $p\$" "$NYX_ROOT/completions/bash/nyx"
+		grep -q "^$p)" "$NYX_ROOT/completions/zsh/_nyx"
+		head -n 1 "$NYX_ROOT/completions/zsh/_nyx" | grep -q " $p"
+	done
+}
+
+@test "the bash completion completes options and files for real" {
+	run -0 bash -c '
+		source "$NYX_ROOT/completions/bash/nyx"
+		COMP_WORDS=(nyx-route-inspect --ta); COMP_CWORD=1
+		_nyx_route_inspect; printf "%s\n" "${COMPREPLY[@]}"'
+	[ "$output" = "--table" ]
+	mkdir -p "$BATS_TEST_TMPDIR/d" && touch "$BATS_TEST_TMPDIR/d/inv.json"
+	run -0 bash -c '
+		source "$NYX_ROOT/completions/bash/nyx"
+		COMP_WORDS=(nyx-route-inspect --inventory "$1/d/in"); COMP_CWORD=2
+		_nyx_route_inspect; printf "%s\n" "${COMPREPLY[@]}"' _ "$BATS_TEST_TMPDIR"
+	[ "$output" = "$BATS_TEST_TMPDIR/d/inv.json" ]
+}
+
+@test "the zsh completion file loads" {
+	command -v zsh >/dev/null || skip "zsh not installed"
+	run -0 zsh -fc "autoload -Uz compinit; compinit -u -d $BATS_TEST_TMPDIR/zc; fpath=($NYX_ROOT/completions/zsh \$fpath); autoload -Uz _nyx; whence -w _nyx"
+}
+
+@test "no banned function in the sources" {
+	run grep -nEw '(sprintf|vsprintf|strcpy|strcat|strncat|strncpy|gets|strtok|atoi|atol|atof|system|popen|signal)[[:space:]]*\(' \
+		"$NYX_ROOT"/cmd/*.c "$NYX_ROOT"/lib/*.[ch]
+	[ "$status" -eq 1 ]
+}
+
+@test "the README's demo runs: Alice admitted, Bob blocked with exit 3" {
+	run -0 --separate-stderr "$NYX_ROOT/examples/demo.sh" "$NYX_BIN"
+	[[ $output == *'"status": "admitted"'* ]]
+	[[ $output == *'"code": "CODE_EXECUTION_ROUTE_POLICY_MISMATCH"'* ]]
+	[[ $output == *"exit status: 3"* ]]
+	[[ $stderr == *"us-alice"*"selected"* ]]
+}
