@@ -60,6 +60,23 @@ nyx_buf_add(struct nyx_buf *b, const void *p, size_t n)
 }
 
 int
+nyx_buf_reserve(struct nyx_buf *b, size_t n)
+{
+	char *nd;
+
+	if (b->secret || (b->cap != 0 && n > b->cap) ||
+	    b->len + n + 1 <= b->alloc)
+		return 0;
+	nd = realloc(b->data, b->len + n + 1);
+	if (nd == NULL)
+		return -1;
+	b->data = nd;
+	b->alloc = b->len + n + 1;
+	b->data[b->len] = '\0';
+	return 0;
+}
+
+int
 nyx_buf_addstr(struct nyx_buf *b, const char *s)
 {
 	return nyx_buf_add(b, s, strlen(s));

@@ -33,6 +33,9 @@ int nyx_buf_addstr(struct nyx_buf *b, const char *s);
 int nyx_buf_printf(struct nyx_buf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Make room for n more bytes up front (within the cap); 0 or -1. */
+int nyx_buf_reserve(struct nyx_buf *b, size_t n);
+
 void nyx_buf_reset(struct nyx_buf *b);
 void nyx_buf_free(struct nyx_buf *b);
 

@@ -1,7 +1,9 @@
 #include "nyx_hash.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -111,9 +113,27 @@ int
 nyx_random_hex(char *out, size_t nbytes)
 {
 	unsigned char buf[64];
+	size_t got = 0;
 
-	if (nbytes > sizeof(buf) || RAND_bytes(buf, (int)nbytes) != 1)
+	if (nbytes > sizeof(buf))
 		return -1;
+	/*
+	 * The kernel CSPRNG directly: initialising OpenSSL's DRBG costs about
+	 * a millisecond at every start, and these ids need no more than this.
+	 */
+	while (got < nbytes) {
+		ssize_t n = getrandom(buf + got, nbytes - got, 0);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			/* no getrandom(2): fall back to OpenSSL's DRBG */
+			if (RAND_bytes(buf, (int)nbytes) != 1)
+				return -1;
+			break;
+		}
+		got += (size_t)n;
+	}
 	to_hex(buf, nbytes, out);
 	return 0;
 }

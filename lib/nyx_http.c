@@ -23,7 +23,11 @@ struct nyx_http {
 struct xfer {
 	struct nyx_http_resp *resp;
 	size_t max_body;
+	size_t received;
 	bool too_large;
+	jv_parser *parser; /* with parse_json, until the document is done */
+	int ndocs;
+	bool bad_json;
 	struct curl_slist *hdrs;
 	const struct nyx_http_req *req;
 	long t0;
@@ -84,6 +88,41 @@ nyx_http_resp_free(struct nyx_http_resp *r)
 	free(r->location);
 	free(r->content_type);
 	r->etag = r->retry_after = r->location = r->content_type = NULL;
+	jv_free(r->json);
+	r->json = jv_invalid();
+}
+
+/* Feed bytes to the streaming parser; a second document is an error. */
+static void
+feed(struct xfer *x, const char *p, size_t n, bool partial)
+{
+	jv v;
+
+	if (x->parser == NULL || x->bad_json)
+		return;
+	jv_parser_set_buf(x->parser, p, (int)n, partial);
+	for (;;) {
+		v = jv_parser_next(x->parser);
+		if (jv_is_valid(v)) {
+			if (++x->ndocs == 1) {
+				jv_free(x->resp->json);
+				x->resp->json = v;
+			} else {
+				jv_free(v);
+				x->bad_json = true;
+			}
+			continue;
+		}
+		if (jv_invalid_has_msg(jv_copy(v)))
+			x->bad_json = true;
+		jv_free(v);
+		break;
+	}
+	if (x->bad_json) {
+		/* drop what we have; keep counting bytes for the cap */
+		jv_parser_free(x->parser);
+		x->parser = NULL;
+	}
 }
 
 static size_t
@@ -92,9 +131,14 @@ on_body(char *p, size_t sz, size_t nm, void *ud)
 	struct xfer *x = ud;
 	size_t n = sz * nm;
 
-	if (x->resp->body.len + n > x->max_body) {
+	if (x->received + n > x->max_body) {
 		x->too_large = true;
 		return 0; /* abort the transfer: stop reading now */
+	}
+	x->received += n;
+	if (x->req->parse_json) {
+		feed(x, p, n, true);
+		return n;
 	}
 	if (nyx_buf_add(&x->resp->body, p, n) < 0)
 		return 0;
@@ -174,6 +218,9 @@ on_header(char *p, size_t sz, size_t nm, void *ud)
 				free(v);
 				return 0;
 			}
+			/* one allocation for a body of known size */
+			if (errno == 0 && *end == '\0' && !x->req->parse_json)
+				nyx_buf_reserve(&r->body, (size_t)len);
 			free(v);
 		}
 	}
@@ -197,6 +244,12 @@ setup(CURL *c, const struct nyx_http_req *req, struct nyx_http_resp *resp,
 	resp->fail = NYX_HTTP_OK;
 	resp->errmsg[0] = '\0';
 	resp->hdr_names[0] = '\0';
+	resp->json = jv_invalid();
+	if (req->parse_json) {
+		x->parser = jv_parser_new(0);
+		if (x->parser == NULL)
+			return -1;
+	}
 
 	curl_easy_reset(c); /* keeps the connection cache */
 	for (hp = req->headers; hp != NULL && *hp != NULL; hp++) {
@@ -306,6 +359,16 @@ finish(CURL *c, CURLcode rc, struct xfer *x, struct nyx_http *h)
 	r->status = status;
 	wipe_slist(x->hdrs);
 	x->hdrs = NULL;
+	if (x->parser != NULL && rc == CURLE_OK)
+		feed(x, "", 0, false); /* end of input; may drop the parser */
+	if (x->parser != NULL) {
+		jv_parser_free(x->parser);
+		x->parser = NULL;
+	}
+	if (x->req->parse_json && (x->bad_json || x->ndocs != 1)) {
+		jv_free(r->json);
+		r->json = jv_invalid();
+	}
 	if (x->too_large || rc == CURLE_FILESIZE_EXCEEDED) {
 		r->fail = NYX_HTTP_TOO_LARGE;
 		snprintf(r->errmsg, sizeof(r->errmsg),
@@ -335,6 +398,8 @@ nyx_http_do(struct nyx_http *h, const struct nyx_http_req *req,
 
 	if (setup(h->easy, req, resp, &x) < 0) {
 		wipe_slist(x.hdrs);
+		if (x.parser != NULL)
+			jv_parser_free(x.parser);
 		resp->fail = NYX_HTTP_TRANSPORT;
 		snprintf(resp->errmsg, sizeof(resp->errmsg), "out of memory");
 		return -1;
@@ -427,6 +492,8 @@ out:
 		if (slots[i].busy) {
 			curl_multi_remove_handle(h->multi, slots[i].c);
 			wipe_slist(slots[i].x.hdrs);
+			if (slots[i].x.parser != NULL)
+				jv_parser_free(slots[i].x.parser);
 		}
 		curl_easy_cleanup(slots[i].c);
 	}

@@ -19,6 +19,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <jv.h>
+
 #include "nyx_buf.h"
 #include "nyx_err.h"
 
@@ -41,6 +43,11 @@ struct nyx_http_req {
 	long timeout_ms; /* 0: NYX_HTTP_EXCHANGE_MS */
 	size_t max_body; /* 0: NYX_HTTP_MAX_BODY */
 	bool fresh_connect;
+	/*
+	 * Parse the body as one JSON document while it streams in, instead
+	 * of keeping it: resp.json gets the document (resp.body stays empty).
+	 */
+	bool parse_json;
 };
 
 struct nyx_http_resp {
@@ -54,12 +61,18 @@ struct nyx_http_resp {
 	long elapsed_ms;
 	char errmsg[160]; /* libcurl's generic text, never a body */
 	char hdr_names[512];
+	/* with parse_json: the document, or invalid when it was not exactly
+	 * one JSON document (zero-initialised is a valid empty jv) */
+	jv json;
 };
 
 #define NYX_HTTP_RESP_ZERO                                                     \
 	{                                                                      \
 		0, NYX_HTTP_OK, NYX_BUF_ZERO, NULL, NULL, NULL, NULL, 0, "",   \
-		    ""                                                         \
+		    "",                                                        \
+		{                                                              \
+			0                                                      \
+		}                                                              \
 	}
 
 struct nyx_http;

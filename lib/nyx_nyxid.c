@@ -9,6 +9,7 @@
 #include "nyx_hash.h"
 #include "nyx_json.h"
 #include "nyx_log.h"
+#include "nyx_time.h"
 
 int
 nyx_inventory_load(
@@ -78,10 +79,9 @@ classify(const char *path, const struct nyx_http_resp *r, int rc, jv *doc,
 		    path, r->status);
 		return -1;
 	}
-	*doc = nyx_json_parse(r->body.data ? r->body.data : "", r->body.len);
+	/* parsed while streaming (parse_json) */
+	*doc = jv_copy(r->json);
 	if (!jv_is_valid(*doc)) {
-		jv_free(*doc);
-		*doc = jv_invalid();
 		f->exit = NYX_EXIT_PROTOCOL;
 		snprintf(f->message, sizeof(f->message),
 		    "The NyxID route "
@@ -99,12 +99,14 @@ nyx_nyxid_read_inventory(const struct nyx_nyxid *c, struct nyx_inventory *inv,
 {
 	static const char *const paths[2] = {
 	    "/api/v1/user-services", "/api/v1/keys"};
+	static const char *const malformed[2] = {
+	    "nyxid_user_services_response_malformed",
+	    "nyxid_user_service_keys_response_malformed"};
 	struct nyx_buf auth = NYX_BUF_ZERO;
-	char url[2][1024];
-	jv docs[2] = {jv_invalid(), jv_invalid()};
 	struct nyx_read_fail f[2];
-	int ok[2] = {0, 0}, i, rc = -1;
-	char why[400];
+	int ok[2] = {0, 0}, i;
+	int64_t t0, t1, t2;
+	char url[1024], why[300];
 
 	memset(f, 0, sizeof(f));
 	auth.secret = true;
@@ -114,46 +116,63 @@ nyx_nyxid_read_inventory(const struct nyx_nyxid *c, struct nyx_inventory *inv,
 		snprintf(fail->message, sizeof(fail->message), "out of memory");
 		return -1;
 	}
+	/*
+	 * Each body is parsed, checked and dropped before the next request,
+	 * so only one body and one JSON tree are ever held at a time.
+	 */
 	for (i = 0; i < 2; i++) {
 		const char *hdrs[] = {
 		    auth.data, "Accept: application/json", NULL};
 		struct nyx_http_req req;
 		struct nyx_http_resp resp = NYX_HTTP_RESP_ZERO;
-		int hrc;
+		jv doc = jv_invalid();
+		int hrc, prc;
 
-		snprintf(url[i], sizeof(url[i]), "%s%s", c->base_url, paths[i]);
+		snprintf(url, sizeof(url), "%s%s", c->base_url, paths[i]);
 		memset(&req, 0, sizeof(req));
-		req.url = url[i];
+		req.url = url;
 		req.headers = hdrs;
 		req.timeout_ms = c->timeout_ms;
 		req.max_body = c->max_inventory_bytes;
+		req.parse_json = true;
 		/* both reads happen, whatever the first one answered */
+		t0 = nyx_mono_ms();
 		hrc = nyx_http_do(c->http, &req, &resp);
-		ok[i] = classify(paths[i], &resp, hrc, &docs[i], &f[i]) == 0;
+		t1 = nyx_mono_ms();
+		ok[i] = classify(paths[i], &resp, hrc, &doc, &f[i]) == 0;
 		nyx_http_resp_free(&resp);
+		t2 = nyx_mono_ms();
+		if (ok[i]) {
+			prc = i == 0 ? nyx_inventory_parse_services(
+			                   inv, doc, why, sizeof(why))
+			             : nyx_inventory_parse_keys(
+			                   inv, doc, why, sizeof(why));
+			if (prc < 0) {
+				ok[i] = 0;
+				f[i].verdict = NYX_ROUTE_SOURCE_UNAVAILABLE;
+				f[i].exit = NYX_EXIT_PROTOCOL;
+				f[i].http_status = 200;
+				snprintf(f[i].message, sizeof(f[i].message),
+				    "The NyxID route inventory could not be "
+				    "read: %s: %s.",
+				    malformed[i], why);
+			}
+		} else {
+			jv_free(doc);
+		}
+		nyx_log(NYX_LOG_DEBUG,
+		    "GET %s: exchange and streaming JSON parse %ld ms, strict "
+		    "check %ld ms",
+		    paths[i], (long)(t1 - t0), (long)(nyx_mono_ms() - t2));
 	}
 	nyx_buf_free(&auth);
 	for (i = 0; i < 2; i++)
 		if (!ok[i]) {
 			*fail = f[i];
-			goto out;
+			return -1;
 		}
-	if (nyx_inventory_load(inv, docs[0], docs[1], why, sizeof(why)) < 0) {
-		docs[0] = docs[1] = jv_invalid();
-		fail->verdict = NYX_ROUTE_SOURCE_UNAVAILABLE;
-		fail->exit = NYX_EXIT_PROTOCOL;
-		fail->http_status = 200;
-		snprintf(fail->message, sizeof(fail->message),
-		    "The NyxID route "
-		    "inventory could not be read: %s.",
-		    why);
-		nyx_log(NYX_LOG_DEBUG, "inventory malformed: %s", why);
-		goto out;
-	}
-	docs[0] = docs[1] = jv_invalid();
-	rc = 0;
-out:
-	jv_free(docs[0]);
-	jv_free(docs[1]);
-	return rc;
+	nyx_inventory_join(inv);
+	nyx_log(NYX_LOG_DEBUG, "inventory: %zu routes, %zu keys", inv->nroutes,
+	    inv->nkeys);
+	return 0;
 }

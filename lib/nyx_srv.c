@@ -337,10 +337,13 @@ queue(struct MHD_Connection *c, struct answer *a)
 			return MHD_NO;
 		add_headers(resp, copy->headers);
 	} else {
+		/* libmicrohttpd takes the heap body over: no second copy */
 		resp = MHD_create_response_from_buffer(a->len,
-		    a->body ? a->body : (char *)"", MHD_RESPMEM_MUST_COPY);
+		    a->body ? a->body : (char *)"",
+		    a->body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
 		if (resp == NULL)
 			return MHD_NO;
+		a->body = NULL;
 		add_headers(resp, a->headers);
 	}
 	if (!has_ct && a->status != 204 && a->status != 304)

@@ -294,6 +294,23 @@ EOF2
 	[[ $(last_line | jq -r .blocker.message) == *"not JSON"* ]]
 }
 
+@test "two documents, trailing garbage or an empty body are not JSON (76)" {
+	malformed <<'EOF2'
+faults:
+  - {path: /api/v1/keys, status: 200, body: '{"keys":[]}{"keys":[]}'}
+EOF2
+	[[ $(last_line | jq -r .blocker.message) == *"not JSON"* ]]
+	malformed <<'EOF2'
+faults:
+  - {path: /api/v1/keys, status: 200, body: '{"keys":[]} x'}
+EOF2
+	malformed <<'EOF2'
+faults:
+  - {path: /api/v1/user-services, status: 200, body: ''}
+EOF2
+	[[ $(last_line | jq -r .blocker.message) == *"user-services answered with a body that is not JSON"* ]]
+}
+
 @test "wrong kinds are malformed (76)" {
 	malformed <<'EOF2'
 faults:
