@@ -106,7 +106,7 @@ valgrind-check: all
 
 # ---- lint ----
 BANNED := sprintf|vsprintf|strcpy|strcat|strncat|strncpy|gets|strtok|atoi|atol|atof|system|popen|signal
-CSRC := $(wildcard cmd/*.c lib/*.c lib/*.h tests/unit/*.c tests/unit/*.h)
+CSRC := $(wildcard cmd/*.c lib/*.c lib/*.h tests/unit/*.c tests/unit/*.h bench/*.c)
 SHSRC := $(wildcard tests/helpers/*.bash bench/*.sh examples/*.sh .ci/run) completions/bash/nyx
 lint:
 	clang-format --dry-run -Werror $(CSRC)
