@@ -1,0 +1,391 @@
+#include "nyx_chrono.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nyx_err.h"
+#include "nyx_json.h"
+
+void
+nyx_exec_outcome_init(struct nyx_exec_outcome *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->output = jv_invalid();
+	o->child_exit = -1;
+}
+
+void
+nyx_exec_outcome_free(struct nyx_exec_outcome *o)
+{
+	jv_free(o->output);
+	o->output = jv_invalid();
+}
+
+char *
+nyx_chrono_url(
+    const char *base, const char *slug, const char *id, const char *path)
+{
+	char *es = nyx_http_escape(slug), *ei = nyx_http_escape(id),
+	     *url = NULL;
+	size_t n;
+
+	if (es != NULL && ei != NULL) {
+		n = strlen(base) + strlen(es) + strlen(ei) + strlen(path) + 64;
+		url = malloc(n);
+		if (url != NULL)
+			snprintf(url, n,
+			    "%s/api/v1/proxy/s/%s/%s?_nyxid_via=%s", base, es,
+			    path, ei);
+	}
+	free(es);
+	free(ei);
+	return url;
+}
+
+char *
+nyx_chrono_execute_body(const char *language, const char *script,
+    size_t script_len, int timeout_secs)
+{
+	jv o = jv_object();
+
+	/* sorted output keeps the contract's order: language, script,
+	 * timeout_secs */
+	o = jv_object_set(o, jv_string("language"), jv_string(language));
+	o = jv_object_set(
+	    o, jv_string("script"), jv_string_sized(script, (int)script_len));
+	o = jv_object_set(
+	    o, jv_string("timeout_secs"), jv_number(timeout_secs));
+	return nyx_json_dump(o);
+}
+
+bool
+nyx_diag_id_safe(const char *s)
+{
+	size_t n;
+
+	if (s == NULL)
+		return false;
+	n = strlen(s);
+	if (n < 1 || n > 128)
+		return false;
+	return strspn(s,
+	           "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	           "0123456789_.:-") == n;
+}
+
+static void
+fail(struct nyx_exec_outcome *o, const char *code, const char *kind,
+    const char *message, int exit_code)
+{
+	o->success = false;
+	o->code = code;
+	o->kind = kind;
+	o->message = message;
+	o->exit = exit_code;
+}
+
+/* An integral number in [lo, hi]. */
+static bool
+integral(jv v, double lo, double hi)
+{
+	double d;
+
+	if (jv_get_kind(v) != JV_KIND_NUMBER)
+		return false;
+	d = jv_number_value(v);
+	return isfinite(d) && d == floor(d) && d >= lo && d <= hi;
+}
+
+/* The diagnostic id at the top level, inside error, or inside body. */
+static void
+take_diag(jv doc, struct nyx_exec_outcome *o)
+{
+	const char *cands[3];
+	jv e = nyx_json_get(doc, "error"), b = nyx_json_get(doc, "body");
+	size_t i;
+
+	cands[0] = nyx_json_peek_str(doc, "diagnostic_id");
+	cands[1] = nyx_json_peek_str(e, "diagnostic_id");
+	cands[2] = nyx_json_peek_str(b, "diagnostic_id");
+	for (i = 0; i < 3; i++)
+		if (nyx_diag_id_safe(cands[i])) {
+			snprintf(o->upstream_diag, sizeof(o->upstream_diag),
+			    "%s", cands[i]);
+			break;
+		}
+	jv_free(e);
+	jv_free(b);
+}
+
+void
+nyx_exec_outcome_completed(struct nyx_exec_outcome *o, jv output, int exit_code)
+{
+	jv_free(o->output);
+	o->output = output;
+	o->child_exit = exit_code;
+	if (exit_code == 0) {
+		o->success = true;
+		o->exit = NYX_EXIT_OK;
+		o->code = o->kind = o->message = NULL;
+	} else {
+		fail(o, "EXECUTION_FAILED", "execution_failed",
+		    "Code execution exited unsuccessfully.", NYX_EXIT_NO);
+	}
+}
+
+/* WIRE.md 4.3: a 2xx answer must have exactly this shape. */
+static void
+classify_2xx(jv doc, struct nyx_exec_outcome *o)
+{
+	jv out = nyx_json_get(doc, "output"), err = nyx_json_get(doc, "error");
+	jv so = nyx_json_get(out, "stdout"), se = nyx_json_get(out, "stderr");
+	jv ec = nyx_json_get(out, "exit_code");
+	jv et = nyx_json_get(out, "execution_time_ms");
+	int success = nyx_json_bool(doc, "success");
+	bool has_err = jv_get_kind(err) != JV_KIND_INVALID &&
+	    jv_get_kind(err) != JV_KIND_NULL;
+	bool ok = jv_get_kind(doc) == JV_KIND_OBJECT && success >= 0 &&
+	    jv_get_kind(out) == JV_KIND_OBJECT &&
+	    jv_get_kind(so) == JV_KIND_STRING &&
+	    jv_get_kind(se) == JV_KIND_STRING &&
+	    integral(ec, -2147483648.0, 2147483647.0) &&
+	    (jv_get_kind(et) == JV_KIND_INVALID ||
+	        jv_get_kind(et) == JV_KIND_NULL ||
+	        integral(et, 0, 9007199254740991.0));
+
+	if (ok && success == 1)
+		ok = jv_number_value(ec) == 0 && !has_err;
+	else if (ok)
+		ok = jv_number_value(ec) != 0 &&
+		    jv_get_kind(err) == JV_KIND_OBJECT;
+	if (!ok) {
+		fail(o, "code_execution_response_invalid", "malformed_output",
+		    "The code execution response was malformed.",
+		    NYX_EXIT_PROTOCOL);
+	} else {
+		jv norm = jv_object();
+		const char *code = nyx_json_peek_str(err, "code");
+		int b;
+
+		norm = jv_object_set(norm, jv_string("stdout"), jv_copy(so));
+		norm = jv_object_set(norm, jv_string("stderr"), jv_copy(se));
+		norm = jv_object_set(norm, jv_string("exit_code"), jv_copy(ec));
+		if (jv_get_kind(et) == JV_KIND_NUMBER)
+			norm = jv_object_set(
+			    norm, jv_string("execution_time_ms"), jv_copy(et));
+		b = nyx_json_bool(out, "stdout_truncated");
+		norm = jv_object_set(
+		    norm, jv_string("stdout_truncated"), jv_bool(b == 1));
+		b = nyx_json_bool(out, "stderr_truncated");
+		norm = jv_object_set(
+		    norm, jv_string("stderr_truncated"), jv_bool(b == 1));
+		nyx_exec_outcome_completed(o, norm, (int)jv_number_value(ec));
+		/* a completed failure keeps its output; the message is ours */
+		if (success == 0 && code != NULL &&
+		    strcmp(code, "DEPENDENCY_INSTALL_FAILED") == 0) {
+			o->code = "DEPENDENCY_INSTALL_FAILED";
+			o->message =
+			    "Code execution dependency preparation failed.";
+		} else if (success == 0 &&
+		    (code == NULL || strcmp(code, "EXECUTION_FAILED") != 0)) {
+			o->code = "code_execution_failed";
+			o->message = "Code execution failed.";
+		}
+	}
+	take_diag(doc, o);
+	jv_free(out);
+	jv_free(err);
+	jv_free(so);
+	jv_free(se);
+	jv_free(ec);
+	jv_free(et);
+}
+
+/* error.code at the top level, or one level into a NyxID-style body. */
+static const char *
+upstream_code(jv doc, jv *keep)
+{
+	jv e = nyx_json_get(doc, "error"), b;
+	const char *code = nyx_json_peek_str(e, "code");
+
+	if (code != NULL) {
+		*keep = e;
+		return code;
+	}
+	jv_free(e);
+	b = nyx_json_get(doc, "body");
+	if (jv_get_kind(b) == JV_KIND_STRING) {
+		jv inner = jv_parse(jv_string_value(b));
+
+		jv_free(b);
+		b = inner;
+	}
+	e = nyx_json_get(b, "error");
+	jv_free(b);
+	code = nyx_json_peek_str(e, "code");
+	*keep = e;
+	return code;
+}
+
+static void
+classify_error(long status, jv doc, struct nyx_exec_outcome *o)
+{
+	static const struct {
+		const char *code, *kind, *message;
+		int exit;
+	} known[] = {
+	    {"UNAUTHENTICATED", "admission_denied",
+	        "The code execution credential was rejected upstream.",
+	        NYX_EXIT_NOPERM},
+	    {"FORBIDDEN", "admission_denied",
+	        "Code execution was denied upstream.", NYX_EXIT_NOPERM},
+	    {"INVALID_REQUEST", "admission_denied",
+	        "The code execution request was rejected upstream.",
+	        NYX_EXIT_PROTOCOL},
+	    {"SANDBOX_TIMEOUT", "timed_out",
+	        "Code execution timed out upstream.", NYX_EXIT_TEMPFAIL},
+	    {"SANDBOX_CREATION_FAILED", "transport_unavailable",
+	        "The code execution sandbox is unavailable upstream.",
+	        NYX_EXIT_TEMPFAIL},
+	    {"SANDBOX_UNREACHABLE", "transport_unavailable",
+	        "The code execution sandbox is unavailable upstream.",
+	        NYX_EXIT_TEMPFAIL},
+	    {"INTERNAL_ERROR", "transport_unavailable",
+	        "Code execution failed upstream.", NYX_EXIT_TEMPFAIL},
+	};
+	static char proxy_code[32];
+	jv keep = jv_invalid();
+	const char *code = upstream_code(doc, &keep);
+	size_t i;
+
+	take_diag(doc, o);
+	/* NyxID's human approval gate is a typed blocker */
+	if (status == 403 && nyx_json_peek_str(doc, "error") != NULL &&
+	    strcmp(nyx_json_peek_str(doc, "error"), "approval_required") == 0) {
+		const char *rid = nyx_json_peek_str(doc, "request_id");
+		const char *url = nyx_json_peek_str(doc, "approve_url");
+
+		fail(o, "NYXID_APPROVAL_REQUIRED", "approval_required",
+		    "NyxID requires a human approval for this call.",
+		    NYX_EXIT_BLOCKED);
+		if (nyx_diag_id_safe(rid))
+			snprintf(o->approval_request_id,
+			    sizeof(o->approval_request_id), "%s", rid);
+		if (url != NULL && strlen(url) < sizeof(o->approve_url) &&
+		    (strncmp(url, "https://", 8) == 0 ||
+		        strncmp(url, "http://", 7) == 0) &&
+		    strpbrk(url, " \"<>\\") == NULL)
+			snprintf(
+			    o->approve_url, sizeof(o->approve_url), "%s", url);
+		jv_free(keep);
+		return;
+	}
+	for (i = 0; code != NULL && i < sizeof(known) / sizeof(known[0]); i++)
+		if (strcmp(code, known[i].code) == 0) {
+			fail(o, known[i].code, known[i].kind, known[i].message,
+			    known[i].exit);
+			jv_free(keep);
+			return;
+		}
+	jv_free(keep);
+	if (status == 401)
+		fail(o, "NYXID_PROXY_UNAUTHORIZED", "admission_denied",
+		    "NyxID rejected the execution credential.",
+		    NYX_EXIT_NOPERM);
+	else if (status == 403)
+		fail(o, "NYXID_PROXY_FORBIDDEN", "admission_denied",
+		    "NyxID denied the execution call.", NYX_EXIT_NOPERM);
+	else if (status == 404)
+		fail(o, "NYXID_PROXY_HTTP_404", "target_not_configured",
+		    "The code execution route was not found.",
+		    NYX_EXIT_PROTOCOL);
+	else if (status == 408 || status == 504)
+		fail(o, "code_execution_timed_out", "timed_out",
+		    "Code execution timed out.", NYX_EXIT_TEMPFAIL);
+	else {
+		snprintf(proxy_code, sizeof(proxy_code), "NYXID_PROXY_HTTP_%ld",
+		    status);
+		fail(o, proxy_code, "transport_unavailable",
+		    "The code execution call failed.",
+		    (status == 429 || status >= 500) ? NYX_EXIT_TEMPFAIL
+		                                     : NYX_EXIT_PROTOCOL);
+	}
+}
+
+void
+nyx_chrono_classify_sync(
+    const struct nyx_http_resp *resp, struct nyx_exec_outcome *o)
+{
+	jv doc;
+
+	o->http_status = (int)resp->status;
+	if (resp->fail == NYX_HTTP_TOO_LARGE) {
+		fail(o, "code_execution_response_too_large",
+		    "response_too_large",
+		    "The code execution response exceeded 1 MiB.",
+		    NYX_EXIT_PROTOCOL);
+		return;
+	}
+	if (resp->fail == NYX_HTTP_TIMEOUT) {
+		fail(o, "code_execution_timed_out", "timed_out",
+		    "Code execution timed out.", NYX_EXIT_TEMPFAIL);
+		o->http_status = 0;
+		return;
+	}
+	if (resp->fail != NYX_HTTP_OK || resp->status == 0) {
+		fail(o, "code_execution_transport_unavailable",
+		    "transport_unavailable",
+		    "The code execution service could not be reached.",
+		    NYX_EXIT_TEMPFAIL);
+		o->http_status = 0;
+		return;
+	}
+	doc = nyx_json_parse(
+	    resp->body.data ? resp->body.data : "", resp->body.len);
+	if (resp->status >= 200 && resp->status <= 299)
+		classify_2xx(doc, o);
+	else
+		classify_error(resp->status, doc, o);
+	jv_free(doc);
+}
+
+jv
+nyx_exec_result_record(const struct nyx_exec_outcome *o, const char *backend,
+    const char *mode, const char *diag)
+{
+	jv r = jv_object();
+
+	r = jv_object_set(r, jv_string("v"), jv_number(1));
+	r = jv_object_set(r, jv_string("type"), jv_string("exec.result"));
+	r = jv_object_set(r, jv_string("backend"), jv_string(backend));
+	r = jv_object_set(r, jv_string("mode"), jv_string(mode));
+	r = jv_object_set(r, jv_string("success"), jv_bool(o->success));
+	if (jv_get_kind(o->output) == JV_KIND_OBJECT)
+		r = jv_object_set(r, jv_string("output"), jv_copy(o->output));
+	if (!o->success && o->code != NULL) {
+		jv e = jv_object();
+
+		e = jv_object_set(e, jv_string("code"), jv_string(o->code));
+		e = jv_object_set(e, jv_string("kind"), jv_string(o->kind));
+		e = jv_object_set(
+		    e, jv_string("message"), jv_string(o->message));
+		if (o->approval_request_id[0])
+			e = jv_object_set(e, jv_string("request_id"),
+			    jv_string(o->approval_request_id));
+		if (o->approve_url[0])
+			e = jv_object_set(e, jv_string("approve_url"),
+			    jv_string(o->approve_url));
+		r = jv_object_set(r, jv_string("error"), e);
+		r = jv_object_set(r, jv_string("exit"), jv_number(o->exit));
+	}
+	if (o->http_status != 0 && !o->success)
+		r = jv_object_set(
+		    r, jv_string("http_status"), jv_number(o->http_status));
+	r = jv_object_set(r, jv_string("diagnostic_id"), jv_string(diag));
+	if (o->upstream_diag[0])
+		r = jv_object_set(r, jv_string("upstream_diagnostic_id"),
+		    jv_string(o->upstream_diag));
+	return r;
+}

@@ -1,0 +1,568 @@
+#include "nyx_sandbox.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <grp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "nyx_hash.h"
+#include "nyx_log.h"
+#include "nyx_time.h"
+
+#define NOBODY 65534
+#define TS_MODULE "/usr/share/nodejs/typescript/lib/typescript.js"
+#define MAX_ARGS 80
+#define MAX_ENV 48
+
+/*
+ * TypeScript without node's type stripping: transpile with the locally
+ * installed compiler (no type check, as type stripping), then run it.
+ */
+static const char ts_runner[] =
+    "const ts=require('" TS_MODULE "'),fs=require('fs');"
+    "const r=ts.transpileModule(fs.readFileSync('/code/main.ts','utf8'),"
+    "{reportDiagnostics:true,compilerOptions:{module:ts.ModuleKind.CommonJS,"
+    "target:ts.ScriptTarget.ES2020}});"
+    "if(r.diagnostics&&r.diagnostics.length){for(const d of r.diagnostics)"
+    "process.stderr.write('main.ts: '+ts.flattenDiagnosticMessageText("
+    "d.messageText,'\\n')+'\\n');process.exit(1)}"
+    "fs.writeFileSync('/tmp/.main.js',r.outputText);"
+    "process.argv[1]='/code/main.ts';require('/tmp/.main.js');";
+
+static const char *const languages[] = {
+    "python", "javascript", "typescript", "bash"};
+
+bool
+nyx_sandbox_language_known(const char *language)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(languages) / sizeof(languages[0]); i++)
+		if (language != NULL && strcmp(language, languages[i]) == 0)
+			return true;
+	return false;
+}
+
+void
+nyx_sandbox_result_free(struct nyx_sandbox_result *res)
+{
+	if (res == NULL)
+		return;
+	nyx_buf_free(&res->out);
+	nyx_buf_free(&res->err);
+}
+
+static bool
+executable(const char *path)
+{
+	return access(path, X_OK) == 0;
+}
+
+/* bwrap: $NYX_BWRAP, else /usr/bin/bwrap, else the first on $PATH. */
+static int
+find_bwrap(char *out, size_t n)
+{
+	const char *env = getenv("NYX_BWRAP"), *path = getenv("PATH");
+
+	if (env != NULL && *env != '\0') {
+		snprintf(out, n, "%s", env);
+		return executable(out) ? 0 : -1;
+	}
+	snprintf(out, n, "/usr/bin/bwrap");
+	if (executable(out))
+		return 0;
+	while (path != NULL && *path != '\0') {
+		const char *c = strchr(path, ':');
+		size_t l = c ? (size_t)(c - path) : strlen(path);
+
+		snprintf(out, n, "%.*s/bwrap", (int)l, path);
+		if (l > 0 && executable(out))
+			return 0;
+		path = c ? c + 1 : NULL;
+	}
+	return -1;
+}
+
+/* Whether this node can strip TypeScript types itself (22.6 and later). */
+static bool
+node_strips_types(void)
+{
+	int fds[2], status, major = 0, minor = 0;
+	char buf[64] = "";
+	pid_t pid;
+	ssize_t n;
+
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		return false;
+	pid = fork();
+	if (pid == 0) {
+		char *const argv[] = {
+		    (char *)"node", (char *)"--version", NULL};
+		char *const envp[] = {NULL};
+
+		dup2(fds[1], 1);
+		execve("/usr/bin/node", argv, envp);
+		_exit(127);
+	}
+	close(fds[1]);
+	n = pid > 0 ? read(fds[0], buf, sizeof(buf) - 1) : -1;
+	close(fds[0]);
+	if (pid > 0)
+		waitpid(pid, &status, 0);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	if (sscanf(buf, "v%d.%d", &major, &minor) != 2)
+		return false;
+	return major > 22 || (major == 22 && minor >= 6);
+}
+
+/* The interpreter command for a language, or -1 when unavailable. */
+static int
+command_for(
+    const char *lang, const char **argv, size_t *argc, const char **file)
+{
+	size_t n = *argc;
+
+	if (strcmp(lang, "python") == 0) {
+		if (!executable("/usr/bin/python3"))
+			return -1;
+		*file = "main.py";
+		argv[n++] = "/usr/bin/python3";
+		argv[n++] = "-I";
+		argv[n++] = "/code/main.py";
+	} else if (strcmp(lang, "javascript") == 0) {
+		if (!executable("/usr/bin/node"))
+			return -1;
+		*file = "main.js";
+		argv[n++] = "/usr/bin/node";
+		argv[n++] = "/code/main.js";
+	} else if (strcmp(lang, "bash") == 0) {
+		if (!executable("/usr/bin/bash"))
+			return -1;
+		*file = "main.sh";
+		argv[n++] = "/usr/bin/bash";
+		argv[n++] = "/code/main.sh";
+	} else if (strcmp(lang, "typescript") == 0) {
+		if (!executable("/usr/bin/node"))
+			return -1;
+		*file = "main.ts";
+		argv[n++] = "/usr/bin/node";
+		if (node_strips_types()) {
+			argv[n++] = "--experimental-strip-types";
+			argv[n++] = "--no-warnings";
+			argv[n++] = "/code/main.ts";
+		} else if (access(TS_MODULE, R_OK) == 0) {
+			argv[n++] = "-e";
+			argv[n++] = ts_runner;
+		} else {
+			return -1;
+		}
+	} else {
+		return -1;
+	}
+	*argc = n;
+	return 0;
+}
+
+static int
+rm_entry(const char *path, const struct stat *st, int flag, struct FTW *f)
+{
+	remove(path); /* best effort: keep walking */
+	return 0;
+}
+
+static void
+rm_tree(const char *dir)
+{
+	nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Processes the user already runs: the process limit must leave room. */
+static long
+count_processes(uid_t uid)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	long n = 0;
+
+	if (d == NULL)
+		return 0;
+	while ((e = readdir(d)) != NULL) {
+		char p[300];
+		struct stat st;
+
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		snprintf(p, sizeof(p), "/proc/%s", e->d_name);
+		if (stat(p, &st) == 0 && st.st_uid == uid)
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+static int
+write_file(const char *path, const char *data, size_t n)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	size_t off = 0;
+
+	if (fd < 0)
+		return -1;
+	while (off < n) {
+		ssize_t w = write(fd, data + off, n - off);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			close(fd);
+			return -1;
+		}
+		off += (size_t)w;
+	}
+	return close(fd);
+}
+
+struct child_plan {
+	const char *bwrap;
+	const char **argv;
+	char **envp;
+	int out_w, err_w, status_w;
+	bool drop;
+	uid_t uid;
+	rlim_t nproc, cpu;
+};
+
+/* In the child: never returns. */
+static void
+exec_child(const struct child_plan *p)
+{
+	struct rlimit rl;
+	struct sigaction dfl;
+	sigset_t none;
+	int devnull, sig;
+
+	setpgid(0, 0);
+	/* ignored or blocked signals survive execve: reset them */
+	memset(&dfl, 0, sizeof(dfl));
+	dfl.sa_handler = SIG_DFL;
+	for (sig = 1; sig < NSIG; sig++)
+		sigaction(sig, &dfl, NULL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	devnull = open("/dev/null", O_RDONLY);
+	if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(p->out_w, 1) < 0 ||
+	    dup2(p->err_w, 2) < 0 || dup2(p->status_w, 3) < 0)
+		_exit(125);
+	closefrom(4);
+	rl.rlim_cur = rl.rlim_max = 4ul << 30;
+	setrlimit(RLIMIT_AS, &rl);
+	rl.rlim_cur = p->cpu;
+	rl.rlim_max = p->cpu + 1;
+	setrlimit(RLIMIT_CPU, &rl);
+	rl.rlim_cur = rl.rlim_max = p->nproc;
+	setrlimit(RLIMIT_NPROC, &rl);
+	rl.rlim_cur = rl.rlim_max = 256ul << 20;
+	setrlimit(RLIMIT_FSIZE, &rl);
+	rl.rlim_cur = rl.rlim_max = 256;
+	setrlimit(RLIMIT_NOFILE, &rl);
+	rl.rlim_cur = rl.rlim_max = 0;
+	setrlimit(RLIMIT_CORE, &rl);
+	if (p->drop &&
+	    (setgroups(0, NULL) < 0 || setresgid(NOBODY, NOBODY, NOBODY) < 0 ||
+	        setresuid(NOBODY, NOBODY, NOBODY) < 0))
+		_exit(125);
+	execve(p->bwrap, (char *const *)p->argv, p->envp);
+	_exit(127);
+}
+
+/* Keep up to the cap, drain the rest.  Returns 0 at EOF, 1 otherwise. */
+static int
+pump(int fd, struct nyx_buf *b, bool *truncated)
+{
+	char chunk[65536];
+	ssize_t n = read(fd, chunk, sizeof(chunk));
+
+	if (n < 0)
+		return (errno == EINTR || errno == EAGAIN) ? 1 : 0;
+	if (n == 0)
+		return 0;
+	if (b->len < NYX_SANDBOX_OUTPUT_MAX) {
+		size_t room = NYX_SANDBOX_OUTPUT_MAX - b->len;
+		size_t keep = (size_t)n < room ? (size_t)n : room;
+
+		if (nyx_buf_add(b, chunk, keep) < 0 || keep < (size_t)n)
+			*truncated = true;
+	} else {
+		*truncated = true;
+	}
+	return 1;
+}
+
+static int
+supervise(pid_t pid, int out_r, int err_r, int status_r, int timeout_secs,
+    struct nyx_sandbox_result *res, bool *started)
+{
+	struct pollfd pf[3];
+	struct nyx_buf status = NYX_BUF_ZERO;
+	int64_t t0 = nyx_mono_ms(), deadline = t0 + timeout_secs * 1000LL;
+	int64_t reaped_at = 0;
+	bool open_out = true, open_err = true, open_st = true, reaped = false;
+	bool killed = false;
+	int wstatus = 0;
+	bool dummy = false;
+
+	nyx_buf_init(&status, 4096);
+	while (open_out || open_err || !reaped) {
+		int64_t now = nyx_mono_ms();
+		int tmo = 100, i, n = 0;
+
+		if (!killed && now >= deadline) {
+			/* the whole group, and the pid namespace with it */
+			kill(-pid, SIGKILL);
+			kill(pid, SIGKILL);
+			killed = true;
+			res->timed_out = true;
+		}
+		if (reaped && now - reaped_at > 2000) {
+			/* a straggler holds a pipe: stop waiting for it */
+			kill(-pid, SIGKILL);
+			break;
+		}
+		if (!killed && deadline - now < tmo)
+			tmo = (int)(deadline - now) + 1;
+		if (open_out)
+			pf[n++] = (struct pollfd){out_r, POLLIN, 0};
+		if (open_err)
+			pf[n++] = (struct pollfd){err_r, POLLIN, 0};
+		if (open_st)
+			pf[n++] = (struct pollfd){status_r, POLLIN, 0};
+		if (n > 0 && poll(pf, (nfds_t)n, tmo) < 0 && errno != EINTR)
+			break;
+		if (n == 0)
+			poll(NULL, 0, tmo);
+		for (i = 0; i < n; i++) {
+			if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			if (pf[i].fd == out_r)
+				open_out =
+				    pump(out_r, &res->out, &res->out_truncated);
+			else if (pf[i].fd == err_r)
+				open_err =
+				    pump(err_r, &res->err, &res->err_truncated);
+			else
+				open_st = pump(status_r, &status, &dummy);
+		}
+		if (!reaped && waitpid(pid, &wstatus, WNOHANG) == pid) {
+			reaped = true;
+			reaped_at = nyx_mono_ms();
+		}
+	}
+	if (!reaped && waitpid(pid, &wstatus, 0) == pid)
+		reaped = true;
+	while (open_st)
+		open_st = pump(status_r, &status, &dummy);
+	res->elapsed_ms = (long)(nyx_mono_ms() - t0);
+	/* bwrap reports {"child-pid": N} once the sandbox is set up */
+	*started =
+	    status.data != NULL && strstr(status.data, "\"child-pid\"") != NULL;
+	nyx_buf_free(&status);
+	if (WIFEXITED(wstatus))
+		res->exit_code = WEXITSTATUS(wstatus);
+	else if (WIFSIGNALED(wstatus))
+		res->exit_code = 128 + WTERMSIG(wstatus);
+	return 0;
+}
+
+/* NAME=VALUE with a plain name that is not server-owned. */
+static bool
+env_allowed(const char *kv)
+{
+	const char *eq = strchr(kv, '=');
+	const char *p;
+
+	if (eq == NULL || eq == kv || strncmp(kv, "NYXID_", 6) == 0)
+		return false;
+	for (p = kv; p < eq; p++)
+		if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+		        (*p >= '0' && *p <= '9') || *p == '_'))
+			return false;
+	return true;
+}
+
+int
+nyx_sandbox_run(const struct nyx_sandbox_req *rq,
+    struct nyx_sandbox_result *res, struct nyx_err *err)
+{
+	const char *argv[MAX_ARGS];
+	char *envp[MAX_ENV];
+	char bwrap[1024], base[512], code[600], work[600], src[700];
+	char keyv[512] = "", urlv[1200] = "";
+	const char *file = NULL, *tmp = getenv("TMPDIR");
+	int out[2] = {-1, -1}, errp[2] = {-1, -1}, st[2] = {-1, -1};
+	size_t argc = 0, envc = 0, i;
+	struct child_plan plan;
+	bool started = false, drop = geteuid() == 0;
+	pid_t pid;
+	int rc = -1;
+
+	memset(res, 0, sizeof(*res));
+	nyx_buf_init(&res->out, 0);
+	nyx_buf_init(&res->err, 0);
+	base[0] = '\0';
+	if (!nyx_sandbox_language_known(rq->language))
+		return nyx_err_set(err, NYX_EXIT_USAGE,
+		    "code_execution_request_invalid",
+		    "'language' must be python, javascript, typescript or "
+		    "bash.");
+	if (find_bwrap(bwrap, sizeof(bwrap)) < 0)
+		return nyx_err_set(err, NYX_EXIT_OSERR,
+		    "LOCAL_ISOLATION_UNAVAILABLE",
+		    "bubblewrap (bwrap) is not installed; refusing to run the "
+		    "program without isolation.");
+
+	argv[argc++] = bwrap;
+	{
+		static const char *const fixed[] = {"--unshare-all",
+		    "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+		    "--hostname", "sandbox", "--ro-bind", "/usr", "/usr",
+		    "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin",
+		    "/sbin", "--symlink", "usr/lib", "/lib", "--symlink",
+		    "usr/lib64", "/lib64", "--ro-bind-try", "/etc/ld.so.cache",
+		    "/etc/ld.so.cache", "--ro-bind-try", "/etc/alternatives",
+		    "/etc/alternatives", "--ro-bind-try", "/etc/localtime",
+		    "/etc/localtime", "--proc", "/proc", "--dev", "/dev",
+		    "--tmpfs", "/tmp", "--json-status-fd", "3"};
+
+		for (i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+			argv[argc++] = fixed[i];
+	}
+	snprintf(base, sizeof(base), "%s/nyx-sandbox-XXXXXX",
+	    tmp != NULL && *tmp == '/' ? tmp : "/tmp");
+	if (mkdtemp(base) == NULL) {
+		nyx_err_set(err, NYX_EXIT_OSERR, "LOCAL_ISOLATION_UNAVAILABLE",
+		    "cannot create a sandbox work directory: %s",
+		    strerror(errno));
+		base[0] = '\0';
+		goto out;
+	}
+	snprintf(code, sizeof(code), "%s/code", base);
+	snprintf(work, sizeof(work), "%s/work", base);
+	argv[argc++] = "--ro-bind";
+	argv[argc++] = code;
+	argv[argc++] = "/code";
+	argv[argc++] = "--bind";
+	argv[argc++] = work;
+	argv[argc++] = "/sandbox";
+	argv[argc++] = "--chdir";
+	argv[argc++] = "/sandbox";
+	argv[argc++] = "--";
+	if (command_for(rq->language, argv, &argc, &file) < 0) {
+		nyx_err_set(err, NYX_EXIT_OSERR, "LANGUAGE_UNAVAILABLE",
+		    "No %s interpreter is installed for the local sandbox.",
+		    rq->language);
+		goto out;
+	}
+	argv[argc] = NULL;
+	snprintf(src, sizeof(src), "%s/%s", code, file);
+	if (chmod(base, 0711) < 0 || mkdir(code, 0755) < 0 ||
+	    mkdir(work, 0700) < 0 ||
+	    write_file(src, rq->source ? rq->source : "", rq->source_len) < 0 ||
+	    (drop && chown(work, NOBODY, NOBODY) < 0)) {
+		nyx_err_set(err, NYX_EXIT_OSERR, "LOCAL_ISOLATION_UNAVAILABLE",
+		    "cannot prepare the sandbox: %s", strerror(errno));
+		goto out;
+	}
+
+	/* the environment, built here so no value ever reaches argv */
+	envp[envc++] = (char *)"PATH=/usr/local/bin:/usr/bin:/bin";
+	envp[envc++] = (char *)"HOME=/sandbox";
+	envp[envc++] = (char *)"LANG=C.UTF-8";
+	envp[envc++] = (char *)"TMPDIR=/tmp";
+	for (i = 0; rq->extra_env != NULL && rq->extra_env[i] != NULL &&
+	     envc < MAX_ENV - 3;
+	     i++)
+		if (env_allowed(rq->extra_env[i]))
+			envp[envc++] = (char *)rq->extra_env[i];
+	/* server-owned variables come last and cannot be overridden */
+	if (rq->nyxid_api_key != NULL) {
+		snprintf(
+		    keyv, sizeof(keyv), "NYXID_API_KEY=%s", rq->nyxid_api_key);
+		envp[envc++] = keyv;
+	}
+	if (rq->nyxid_base_url != NULL) {
+		snprintf(urlv, sizeof(urlv), "NYXID_BASE_URL=%s",
+		    rq->nyxid_base_url);
+		envp[envc++] = urlv;
+	}
+	envp[envc] = NULL;
+
+	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 ||
+	    pipe2(st, O_CLOEXEC) < 0) {
+		nyx_err_set(err, NYX_EXIT_OSERR, "sandbox_failed", "pipe: %s",
+		    strerror(errno));
+		goto out;
+	}
+	memset(&plan, 0, sizeof(plan));
+	plan.bwrap = bwrap;
+	plan.argv = argv;
+	plan.envp = envp;
+	plan.out_w = out[1];
+	plan.err_w = errp[1];
+	plan.status_w = st[1];
+	plan.drop = drop;
+	plan.cpu = (rlim_t)rq->timeout_secs + 1;
+	plan.nproc = (rlim_t)count_processes(drop ? NOBODY : geteuid()) + 128;
+	pid = fork();
+	if (pid < 0) {
+		nyx_err_set(err, NYX_EXIT_OSERR, "sandbox_failed", "fork: %s",
+		    strerror(errno));
+		goto out;
+	}
+	if (pid == 0)
+		exec_child(&plan);
+	setpgid(pid, pid); /* also in the child: no race either way */
+	close(out[1]);
+	close(errp[1]);
+	close(st[1]);
+	out[1] = errp[1] = st[1] = -1;
+	supervise(pid, out[0], errp[0], st[0], rq->timeout_secs, res, &started);
+	if (!started) {
+		/* bwrap's own message says why (no user namespaces, ...) */
+		char why[200] = "";
+		const char *e = res->err.data ? res->err.data : "";
+
+		snprintf(why, sizeof(why), "%.*s", (int)strcspn(e, "\n"), e);
+		nyx_err_set(err, NYX_EXIT_OSERR, "LOCAL_ISOLATION_UNAVAILABLE",
+		    "the sandbox could not be set up (%s); refusing to run the "
+		    "program without isolation.",
+		    why[0] ? why : "bwrap failed");
+		nyx_sandbox_result_free(res);
+		goto out;
+	}
+	rc = 0;
+out:
+	for (i = 0; i < 2; i++) {
+		if (out[i] >= 0)
+			close(out[i]);
+		if (errp[i] >= 0)
+			close(errp[i]);
+		if (st[i] >= 0)
+			close(st[i]);
+	}
+	nyx_secure_zero(keyv, sizeof(keyv));
+	if (base[0] != '\0')
+		rm_tree(base);
+	return rc;
+}

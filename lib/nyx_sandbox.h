@@ -1,0 +1,65 @@
+/*
+ * nyx_sandbox: run one program in an isolated local sandbox (WIRE.md 6).
+ *
+ * bubblewrap gives the program no network, a read-only /usr, its source
+ * read-only at /code, an empty writable /sandbox (its working directory
+ * and HOME), a fresh /tmp, no view of host processes or the caller's
+ * files, and a cleared environment (PATH, HOME, LANG, TMPDIR, plus the
+ * server-owned NYXID_API_KEY and NYXID_BASE_URL when given, which a
+ * caller's variables can never override).  It runs in a process group of
+ * its own with resource limits; at the wall-clock timeout the whole group
+ * is killed.  stdout and stderr are each kept up to 1 MiB; the rest is
+ * drained and discarded and the truncation flagged.  When run as root the
+ * sandbox drops to the unprivileged user nobody first, so the process
+ * limit applies.  Nothing ever runs unisolated: no bwrap, or a bwrap that
+ * cannot set up its namespaces, is LOCAL_ISOLATION_UNAVAILABLE (exit 71).
+ *
+ * A result owns its output buffers; nyx_sandbox_result_free() them.
+ */
+#ifndef NYX_SANDBOX_H
+#define NYX_SANDBOX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "nyx_buf.h"
+#include "nyx_err.h"
+
+#define NYX_SANDBOX_OUTPUT_MAX (1024u * 1024u)
+#define NYX_SANDBOX_SOURCE_MAX (1024u * 1024u)
+
+struct nyx_sandbox_req {
+	const char *language; /* python, javascript, typescript, bash */
+	const char *source;
+	size_t source_len;
+	int timeout_secs;
+	const char *nyxid_api_key; /* NULL: not injected */
+	const char *nyxid_base_url; /* NULL: not injected */
+	/* caller-supplied NAME=VALUE pairs; NYXID_* names are ignored */
+	const char *const *extra_env;
+};
+
+struct nyx_sandbox_result {
+	int exit_code; /* the program's status; 128+N when killed by N */
+	bool timed_out;
+	struct nyx_buf out;
+	struct nyx_buf err;
+	bool out_truncated;
+	bool err_truncated;
+	long elapsed_ms;
+};
+
+/* Whether the language is one of the four. */
+bool nyx_sandbox_language_known(const char *language);
+
+/*
+ * Run the program.  0 when it ran (whatever its exit status, or a
+ * timeout); -1 with err for LANGUAGE_UNAVAILABLE or
+ * LOCAL_ISOLATION_UNAVAILABLE (71) or a system failure.
+ */
+int nyx_sandbox_run(const struct nyx_sandbox_req *req,
+    struct nyx_sandbox_result *res, struct nyx_err *err);
+
+void nyx_sandbox_result_free(struct nyx_sandbox_result *res);
+
+#endif
