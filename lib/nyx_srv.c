@@ -16,6 +16,7 @@
 #include <microhttpd.h>
 
 #include "nyx_buf.h"
+#include "nyx_chronod.h"
 #include "nyx_config.h"
 #include "nyx_fault.h"
 #include "nyx_hash.h"
@@ -63,8 +64,14 @@ struct answer {
 	jv headers; /* object of strings */
 	bool chunked;
 	bool drop;
-	const char *principal; /* borrowed: caller id for logging */
-	const char *kind;
+	/* copies, so a world swapped meanwhile cannot pull them away */
+	char principal[128];
+	char kind[32];
+	/* proxy calls: what NyxID forwarded (never the credentials) */
+	bool proxied;
+	bool forwarded_auth;
+	char delegation_scope[512];
+	char upstream[192];
 };
 
 static void
@@ -104,6 +111,14 @@ request_token(struct MHD_Connection *c)
 	if (auth != NULL && strncasecmp(auth, "Bearer ", 7) == 0)
 		return auth + 7;
 	return MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-API-Key");
+}
+
+static void
+note_caller(struct answer *a, const struct nyx_principal *p)
+{
+	snprintf(a->principal, sizeof(a->principal), "%s", p->user);
+	snprintf(
+	    a->kind, sizeof(a->kind), "%s", nyx_principal_kind_name(p->kind));
 }
 
 /* Serve a cached view, building it on a miss.  Caller holds the lock. */
@@ -155,10 +170,8 @@ handle_api(struct nyx_srv *s, struct MHD_Connection *c, const char *method,
 	int status;
 	jv err;
 
-	if (known) {
-		a->principal = p.user;
-		a->kind = nyx_principal_kind_name(p.kind);
-	}
+	if (known)
+		note_caller(a, &p);
 	if (strcmp(path, "/api/v1/user-services") == 0 ||
 	    strcmp(path, "/api/v1/keys") == 0 ||
 	    strncmp(path, "/api/v1/keys/", 13) == 0 ||
@@ -368,20 +381,116 @@ record(struct nyx_srv *s, struct MHD_Connection *c, const char *method,
 	e = jv_object_set(
 	    e, jv_string("status"), a->drop ? jv_null() : jv_number(a->status));
 	e = jv_object_set(e, jv_string("dropped"), jv_bool(a->drop));
+	e = jv_object_set(e, jv_string("principal"),
+	    a->principal[0] ? jv_string(a->principal) : jv_null());
 	e = jv_object_set(
-	    e, jv_string("principal"), nyx_json_str_or_null(a->principal));
-	e = jv_object_set(e, jv_string("kind"), nyx_json_str_or_null(a->kind));
+	    e, jv_string("kind"), a->kind[0] ? jv_string(a->kind) : jv_null());
 	e = jv_object_set(e, jv_string("fault"),
 	    fault >= 0 ? jv_number((double)fault) : jv_null());
 	e = jv_object_set(e, jv_string("nyxid_via"), nyx_json_str_or_null(via));
+	if (a->proxied) {
+		e = jv_object_set(e, jv_string("forwarded_authorization"),
+		    jv_bool(a->forwarded_auth));
+		e = jv_object_set(e, jv_string("delegation_scope"),
+		    a->delegation_scope[0] ? jv_string(a->delegation_scope)
+		                           : jv_null());
+		e = jv_object_set(e, jv_string("upstream"),
+		    a->upstream[0] ? jv_string(a->upstream) : jv_null());
+	}
 	if (jv_array_length(jv_copy(s->log)) < LOG_MAX)
 		s->log = jv_array_append(s->log, e);
 	else
 		jv_free(e);
-	nyx_log_line("%s %s%s -> %s%d %s%s%s %ld ms", method, path,
+	nyx_log_line("%s %s%s -> %s%d %s%s%s%s%s %ld ms", method, path,
 	    via ? "?_nyxid_via=" : "", a->drop ? "dropped " : "",
-	    a->drop ? 0 : a->status, a->principal ? a->principal : "-",
-	    a->kind ? "/" : "", a->kind ? a->kind : "", ms);
+	    a->drop ? 0 : a->status, a->principal[0] ? a->principal : "-",
+	    a->kind[0] ? "/" : "", a->kind, a->upstream[0] ? " " : "",
+	    a->upstream, ms);
+}
+
+/*
+ * NyxID's proxy: authenticate, check the route and the caller's access
+ * under the lock, then call the upstream without it (a program may run
+ * for minutes).  Only the built-in Chrono Sandbox is an upstream here.
+ */
+static void
+handle_proxy(struct nyx_srv *s, struct MHD_Connection *c, const char *method,
+    const char *url, const struct req *r, struct answer *a)
+{
+	const char *rest = url + strlen("/api/v1/proxy/s/");
+	const char *slash = strchr(rest, '/');
+	const char *token = request_token(c);
+	const char *auth =
+	    MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+	const char *via =
+	    MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "_nyxid_via");
+	bool bearer = auth != NULL && strncasecmp(auth, "Bearer ", 7) == 0;
+	struct nyx_proxy_target t;
+	struct nyx_chronod_req cr;
+	struct nyx_chronod_resp cres;
+	struct nyx_principal p;
+	char slug[160], user[128] = "", *deleg = NULL, *fwd = NULL;
+	int status = 0, rc = -1;
+	jv body = jv_invalid();
+
+	a->proxied = true;
+	snprintf(slug, sizeof(slug), "%.*s",
+	    (int)(slash ? (size_t)(slash - rest) : strlen(rest)), rest);
+	pthread_mutex_lock(&s->mu);
+	if (token == NULL || nyx_world_auth(s->world, token, &p) < 0) {
+		status = 401;
+		body = nyx_world_error("unauthorized", 1001,
+		    token ? "Unauthorized: Invalid token"
+		          : "Unauthorized: No valid authentication "
+		            "credentials provided");
+	} else {
+		note_caller(a, &p);
+		snprintf(user, sizeof(user), "%s", p.user);
+		rc = nyx_world_proxy_target(
+		    s->world, &p, slug, via, &t, &status, &body);
+	}
+	pthread_mutex_unlock(&s->mu);
+	if (rc < 0) {
+		answer_json(a, status, body);
+		return;
+	}
+	if (!t.chrono) {
+		/* NyxID's answer when the upstream cannot be reached */
+		answer_error(a, 500, "internal_error", 1006,
+		    "An internal error occurred");
+		return;
+	}
+	/* what NyxID injects: the route's policy decides */
+	if (t.forward_token && bearer)
+		fwd = strdup(token);
+	if (t.inject)
+		deleg = nyx_chronod_mint(user, t.slug, t.scope, nyx_now_ms());
+	a->forwarded_auth = fwd != NULL;
+	if (t.inject)
+		snprintf(a->delegation_scope, sizeof(a->delegation_scope), "%s",
+		    t.scope);
+	memset(&cr, 0, sizeof(cr));
+	cr.method = method;
+	cr.path = slash ? slash : "/";
+	cr.authorization = fwd;
+	cr.delegation = deleg;
+	cr.body = r->body.data;
+	cr.body_len = r->body.len;
+	cr.base_url = s->base;
+	nyx_chronod_handle(&cr, &cres);
+	snprintf(a->upstream, sizeof(a->upstream), "chrono %s: %s", cr.path,
+	    cres.summary);
+	a->status = cres.status;
+	a->body = cres.body;
+	a->len = cres.body ? strlen(cres.body) : 0;
+	if (fwd != NULL) {
+		nyx_secure_zero(fwd, strlen(fwd));
+		free(fwd);
+	}
+	if (deleg != NULL) {
+		nyx_secure_zero(deleg, strlen(deleg));
+		free(deleg);
+	}
 }
 
 static enum MHD_Result
@@ -448,29 +557,35 @@ handler(void *cls, struct MHD_Connection *c, const char *url,
 		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 			;
 	}
-	pthread_mutex_lock(&s->mu);
 	if (a.drop || a.status != 0) {
 		/* the fault answers; still say who called */
 		struct nyx_principal p;
 		const char *tok = request_token(c);
 
-		if (tok != NULL && nyx_world_auth(s->world, tok, &p) == 0) {
-			a.principal = p.user;
-			a.kind = nyx_principal_kind_name(p.kind);
-		}
+		pthread_mutex_lock(&s->mu);
+		if (tok != NULL && nyx_world_auth(s->world, tok, &p) == 0)
+			note_caller(&a, &p);
+		pthread_mutex_unlock(&s->mu);
 	} else if (r->too_big) {
 		answer_error(
 		    &a, 413, "payload_too_large", 1009, "Payload too large");
 	} else if (control) {
+		pthread_mutex_lock(&s->mu);
 		handle_control(s, method, url, r, &a);
+		pthread_mutex_unlock(&s->mu);
+	} else if (strncmp(url, "/api/v1/proxy/s/", 16) == 0) {
+		handle_proxy(s, c, method, url, r, &a);
 	} else {
+		pthread_mutex_lock(&s->mu);
 		handle_api(s, c, method, url, &a);
+		pthread_mutex_unlock(&s->mu);
 	}
-	if (!control)
+	if (!control) {
+		pthread_mutex_lock(&s->mu);
 		record(s, c, method, url, &a, fault_idx,
 		    (long)(nyx_mono_ms() - t0));
-	pthread_mutex_unlock(&s->mu);
-
+		pthread_mutex_unlock(&s->mu);
+	}
 	rc = a.drop ? MHD_NO : queue(c, &a);
 	free(a.body);
 	jv_free(a.headers);

@@ -227,6 +227,8 @@ nyx_world_new(jv doc, char *why, size_t whysz)
 			    i);
 			goto fail;
 		}
+		/* owned by the token; freed with the world */
+		tk->p.allowed_routes = nyx_json_get(t, "allowed_routes");
 		jv_free(t);
 		w->ntokens++;
 	}
@@ -241,12 +243,16 @@ fail:
 void
 nyx_world_free(struct nyx_world *w)
 {
+	size_t i;
+
 	if (w == NULL)
 		return;
 	jv_free(w->users);
 	jv_free(w->orgs);
 	jv_free(w->routes);
 	jv_free(w->doc);
+	for (i = 0; i < w->ntokens; i++)
+		jv_free(w->tokens[i].p.allowed_routes);
 	free(w->tokens);
 	free(w);
 }
@@ -602,4 +608,148 @@ nyx_world_me(const struct nyx_world *w, const char *user)
 	o = set(o, "created_at", jv_string("2026-01-01T00:00:00Z"));
 	jv_free(u);
 	return o;
+}
+
+/* Whether user may proxy through route r (and r's org name for errors). */
+static bool
+proxy_access(const struct nyx_world *w, jv r, const char *user)
+{
+	const char *owner = nyx_json_peek_str(r, "owner");
+	jv org;
+	const char *role;
+	bool ok;
+
+	if (strcmp(owner, user) == 0)
+		return true;
+	org = find_by_id(w->orgs, owner);
+	if (!jv_is_valid(org))
+		return false;
+	role = role_in(w, org, user);
+	ok = role != NULL &&
+	    (strcmp(role, "admin") == 0 ||
+	        (strcmp(role, "member") == 0 &&
+	            nyx_json_bool(r, "admin_only") != 1));
+	jv_free(org);
+	return ok;
+}
+
+static bool
+in_allowlist(jv list, const char *id)
+{
+	int i, n;
+
+	if (jv_get_kind(list) != JV_KIND_ARRAY)
+		return true; /* no allowlist: every route */
+	n = jv_array_length(jv_copy(list));
+	for (i = 0; i < n; i++) {
+		jv e = jv_array_get(jv_copy(list), i);
+		bool hit = jv_get_kind(e) == JV_KIND_STRING &&
+		    strcmp(jv_string_value(e), id) == 0;
+
+		jv_free(e);
+		if (hit)
+			return true;
+	}
+	return false;
+}
+
+int
+nyx_world_proxy_target(const struct nyx_world *w, const struct nyx_principal *p,
+    const char *slug, const char *via, struct nyx_proxy_target *t, int *status,
+    jv *body)
+{
+	char msg[512];
+	jv r = jv_invalid();
+	int i, n = jv_array_length(jv_copy(w->routes)), pass;
+
+	memset(t, 0, sizeof(*t));
+	/* REST proxy needs a proxy scope; first-party user tokens carry it */
+	if ((p->scope != NULL || p->kind == NYX_P_DELEGATION) &&
+	    p->kind != NYX_P_AGENT_KEY && p->kind != NYX_P_API_KEY &&
+	    !nyx_scope_has(p->scope, "proxy") &&
+	    !nyx_scope_has(p->scope, "proxy:*")) {
+		*status = 403;
+		*body = nyx_world_error("forbidden", 1002,
+		    "Forbidden: Missing required scope for proxy access. "
+		    "Expected one of: proxy, proxy:*");
+		return -1;
+	}
+	if (via != NULL) {
+		r = find_by_id(w->routes, via);
+		if (!jv_is_valid(r) || nyx_json_bool(r, "is_active") == 0) {
+			jv_free(r);
+			snprintf(msg, sizeof(msg),
+			    "Not found: UserService '%s' not found", via);
+			*status = 404;
+			*body = nyx_world_error("not_found", 1003, msg);
+			return -1;
+		}
+		if (strcmp(nyx_json_peek_str(r, "slug"), slug) != 0) {
+			snprintf(msg, sizeof(msg),
+			    "Bad request: _nyxid_via UserService '%s' has slug "
+			    "'%s', but the route requested '%s'",
+			    via, nyx_json_peek_str(r, "slug"), slug);
+			jv_free(r);
+			*status = 400;
+			*body = nyx_world_error("bad_request", 1000, msg);
+			return -1;
+		}
+		if (!proxy_access(w, r, p->user)) {
+			jv_free(r);
+			*status = 403;
+			*body = nyx_world_error("org_role_insufficient", 8103,
+			    "Forbidden: you do not have proxy access to this "
+			    "service");
+			return -1;
+		}
+	} else {
+		/* no exact route: the caller's own, then an org's */
+		for (pass = 0; pass < 2 && !jv_is_valid(r); pass++)
+			for (i = 0; i < n; i++) {
+				jv e = jv_array_get(jv_copy(w->routes), i);
+				bool mine =
+				    strcmp(nyx_json_peek_str(e, "owner"),
+				        p->user) == 0;
+
+				if (mine == (pass == 0) &&
+				    strcmp(nyx_json_peek_str(e, "slug"),
+				        slug) == 0 &&
+				    nyx_json_bool(e, "is_active") != 0 &&
+				    proxy_access(w, e, p->user)) {
+					r = e;
+					break;
+				}
+				jv_free(e);
+			}
+		if (!jv_is_valid(r)) {
+			jv_free(r);
+			*status = 404;
+			*body = nyx_world_error(
+			    "not_found", 1003, "Not found: Service not found");
+			return -1;
+		}
+	}
+	if ((p->kind == NYX_P_AGENT_KEY || p->kind == NYX_P_API_KEY) &&
+	    !in_allowlist(p->allowed_routes, nyx_json_peek_str(r, "id"))) {
+		jv_free(r);
+		*status = 403;
+		*body = nyx_world_error("api_key_scope_forbidden", 9000,
+		    "Forbidden: API key does not have access to this service");
+		return -1;
+	}
+	snprintf(
+	    t->route_id, sizeof(t->route_id), "%s", nyx_json_peek_str(r, "id"));
+	snprintf(t->slug, sizeof(t->slug), "%s", slug);
+	t->forward_token = nyx_json_bool(r, "forward_access_token") == 1;
+	t->inject = nyx_json_bool(r, "inject_delegation_token") == 1;
+	/* NyxID's default scope when none is set */
+	snprintf(t->scope, sizeof(t->scope), "%s",
+	    nyx_json_peek_str(r, "delegation_token_scope")
+	        ? nyx_json_peek_str(r, "delegation_token_scope")
+	        : "llm:proxy");
+	t->chrono = nyx_json_peek_str(r, "catalog_service_slug") != NULL &&
+	    strcmp(nyx_json_peek_str(r, "catalog_service_slug"),
+	        "chrono-sandbox") == 0;
+	jv_free(r);
+	return 0;
 }

@@ -31,7 +31,18 @@ enum nyx_principal_kind {
 struct nyx_principal {
 	const char *user; /* the subject user id (borrowed from the world) */
 	enum nyx_principal_kind kind;
-	const char *scope; /* delegation scope, or NULL */
+	const char *scope; /* the token's scope, or NULL */
+	jv allowed_routes; /* Agent Key allowlist, or invalid (world-owned) */
+};
+
+/* Where an authorised proxy call goes, and with which credentials. */
+struct nyx_proxy_target {
+	char route_id[160];
+	char slug[160];
+	bool forward_token; /* forward the caller's bearer as Authorization */
+	bool inject; /* add X-NyxID-Delegation-Token */
+	char scope[512]; /* the delegation token's scope */
+	bool chrono; /* the route's service is the Chrono Sandbox */
 };
 
 struct nyx_world;
@@ -65,6 +76,17 @@ jv nyx_world_keys(
 jv nyx_world_key(const struct nyx_world *w, const char *user,
     const char *id_or_slug, const char *base);
 jv nyx_world_me(const struct nyx_world *w, const char *user);
+
+/*
+ * NyxID's proxy checks for /api/v1/proxy/s/{slug}/...: the caller's proxy
+ * scope, the exact route from _nyxid_via (via may be NULL: then the
+ * caller's own route with that slug, else an organization's), the slug
+ * constraint, proxy access by role and admin_only, and an Agent Key's
+ * allowlist.  0 with *t, or -1 with NyxID's *status and *body.
+ */
+int nyx_world_proxy_target(const struct nyx_world *w,
+    const struct nyx_principal *p, const char *slug, const char *via,
+    struct nyx_proxy_target *t, int *status, jv *body);
 
 /* Routes in the world (for start-up logging). */
 size_t nyx_world_nroutes(const struct nyx_world *w);
