@@ -125,7 +125,8 @@ demo: all
 # ---- dependencies (Debian 12) ----
 DEBS := build-essential pkg-config libcurl4-openssl-dev libjq-dev libonig-dev \
 	libyaml-dev libssl-dev libsqlite3-dev libmicrohttpd-dev bubblewrap \
-	bats bats-assert bats-support jq curl python3 nodejs mandoc cppcheck \
+	bats bats-assert bats-support jq curl python3 nodejs node-typescript \
+	mandoc cppcheck \
 	shellcheck clang-format valgrind zsh
 deps:
 	@if [ "$$(id -u)" = 0 ]; then \

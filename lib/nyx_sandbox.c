@@ -284,6 +284,15 @@ exec_child(const struct child_plan *p)
 	        setresuid(NOBODY, NOBODY, NOBODY) < 0))
 		_exit(125);
 	execve(p->bwrap, (char *const *)p->argv, p->envp);
+	{
+		/* say why on the captured stderr: the parent reports it */
+		char msg[160];
+		int n = snprintf(msg, sizeof(msg), "cannot execute %s: %s\n",
+		    p->bwrap, strerror(errno));
+
+		if (n > 0)
+			(void)!write(2, msg, (size_t)n);
+	}
 	_exit(127);
 }
 

@@ -5,7 +5,7 @@
 
 load helpers/common
 
-PROGS=(nyx-route-inspect nyx-sandboxd)
+PROGS=(nyx-route-inspect code-exec nyx-sandboxd)
 
 setup() {
 	common_setup
@@ -149,9 +149,11 @@ EOF2
 	[ "$status" -eq 1 ]
 }
 
-@test "the README's demo runs: Alice admitted, Bob blocked with exit 3" {
+@test "the README's demo runs: 42 locally, Alice admitted, Bob blocked, a sync run" {
 	run -0 --separate-stderr "$NYX_ROOT/examples/demo.sh" "$NYX_BIN"
+	[[ $output == *'"stdout": "42\n"'* ]]
 	[[ $output == *'"status": "admitted"'* ]]
+	[[ $output == *'"stdout":"hello from sandbox\n"'* ]]
 	[[ $output == *'"code": "CODE_EXECUTION_ROUTE_POLICY_MISMATCH"'* ]]
 	[[ $output == *"exit status: 3"* ]]
 	[[ $stderr == *"us-alice"*"selected"* ]]

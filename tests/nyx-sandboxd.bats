@@ -270,3 +270,129 @@ body_of() { printf '%s\n' "$output" | sed '$d'; }
 	wait "$pid" || true
 	[ "$code" = 200 ]
 }
+
+# ---- the NyxID proxy and Chrono's /execute ----
+
+# proxy AS PATH [curl args...]: POST a program through the proxy.
+proxy() {
+	local who=$1 path=$2
+	shift 2
+	curl -s -w '\n%{http_code}' -X POST -H "Authorization: Bearer $who" \
+		-H 'Content-Type: application/json' "$NYX_TEST_BASE$path" "$@"
+}
+
+PY42='{"language":"python","script":"print(6*7)","timeout_secs":10}'
+
+@test "proxy: _nyxid_via must exist, match the slug and be usable by the caller" {
+	reset_world "$FIX/code-exec/routes.yaml"
+	run -0 proxy "$ALICE" "/api/v1/proxy/s/chrono-sandbox/execute?_nyxid_via=us-1" -d "$PY42"
+	[ "$(status_of)" = 200 ]
+	body_of | jq -e '.success==true and .output.stdout=="42\n" and (.diagnostic_id|startswith("chrono-"))'
+	run -0 proxy "$ALICE" "/api/v1/proxy/s/chrono-sandbox/execute?_nyxid_via=us-none" -d "$PY42"
+	[ "$(status_of)" = 404 ]
+	body_of | jq -e '.error=="not_found" and .message=="Not found: UserService '"'"'us-none'"'"' not found"'
+	run -0 proxy "$ALICE" "/api/v1/proxy/s/chrono-sandbox-aevatar/execute?_nyxid_via=us-1" -d "$PY42"
+	[ "$(status_of)" = 400 ]
+	body_of | jq -e '.error=="bad_request" and .error_code==1000 and (.message|contains("has slug '"'"'chrono-sandbox'"'"'"))'
+	run -0 proxy "$ALICE" "/api/v1/proxy/s/chrono-sandbox/execute?_nyxid_via=us-noforward" -d "$PY42"
+	[ "$(status_of)" = 403 ]
+	body_of | jq -e '.error=="org_role_insufficient" and .error_code==8103'
+}
+
+@test "proxy: org viewers and admin_only routes are refused; members pass" {
+	reset_world "$FIX/nyx-route-inspect/org-routes.yaml"
+	run -0 proxy "$CAROL" "/api/v1/proxy/s/chrono-sandbox/execute?_nyxid_via=us-acme" -d "$PY42"
+	[ "$(status_of)" = 403 ]
+	run -0 proxy "$BOB" "/api/v1/proxy/s/chrono-sandbox-aevatar/execute?_nyxid_via=us-acme-admin" -d "$PY42"
+	[ "$(status_of)" = 403 ]
+	run -0 proxy "$BOB" "/api/v1/proxy/s/chrono-sandbox/execute?_nyxid_via=us-acme" -d "$PY42"
+	[ "$(status_of)" = 200 ]
+	run -0 proxy "$ALICE" "/api/v1/proxy/s/chrono-sandbox-aevatar/execute?_nyxid_via=us-acme-admin" -d "$PY42"
+	[ "$(status_of)" = 200 ]
+}
+
+@test "proxy: an Agent Key only reaches its allowlisted routes" {
+	reset_world "$FIX/code-exec/routes.yaml" "$FIX/nyx-sandboxd/extra-agent-route.yaml"
+	run -0 proxy "$ALICE_AGENT" "/api/v1/proxy/s/chrono-sandbox-aevatar/execute?_nyxid_via=us-alias" -d "$PY42"
+	[ "$(status_of)" = 403 ]
+	body_of | jq -e '.error=="api_key_scope_forbidden" and .error_code==9000'
+	run -0 proxy "$ALICE_AGENT" "/api/v1/proxy/s/chrono-sandbox/execute?_nyxid_via=us-1" -d "$PY42"
+	[ "$(status_of)" = 200 ]
+}
+
+@test "proxy: tokens without a proxy scope are refused" {
+	reset_world "$FIX/code-exec/routes.yaml"
+	run -0 proxy "$ALICE_DELEG_READ" "/api/v1/proxy/s/chrono-sandbox/execute?_nyxid_via=us-1" -d "$PY42"
+	[ "$(status_of)" = 200 ] # account:read proxy:*
+	run -0 curl -s -o /dev/null -w '%{http_code}' -X POST "$NYX_TEST_BASE/api/v1/proxy/s/chrono-sandbox/execute?_nyxid_via=us-1" -d "$PY42"
+	[ "$output" = 401 ]
+	# a user token whose scope has neither proxy nor proxy:*
+	narrow=$(mint_jwt '{"sub":"u-alice","token_type":"access","scope":"openid profile"}')
+	{ render "$FIX/worlds/principals.yaml" |
+		sed "s|^tokens:|tokens:\n  - {token: \"$narrow\", user: u-alice, kind: user, scope: \"openid profile\"}|"
+	  cat "$FIX/code-exec/routes.yaml"; } |
+		curl -sf -X PUT --data-binary @- "$NYX_TEST_BASE/_nyx/world"
+	run -0 proxy "$narrow" "/api/v1/proxy/s/chrono-sandbox/execute?_nyxid_via=us-1" -d "$PY42"
+	[ "$(status_of)" = 403 ]
+	body_of | jq -e '.error=="forbidden" and (.message|contains("Expected one of: proxy, proxy:*"))'
+}
+
+@test "proxy: without _nyxid_via the caller's own route with that slug is used" {
+	reset_world "$FIX/code-exec/routes.yaml"
+	run -0 proxy "$BOB" "/api/v1/proxy/s/chrono-sandbox/execute" -d "$PY42"
+	[ "$(status_of)" = 200 ]
+	run -0 requests
+	printf '%s\n' "$output" | tail -n 1 | jq -e '.forwarded_authorization==false and .nyxid_via==null'
+}
+
+@test "forwarding follows the route policy; Chrono checks sandbox:execute" {
+	reset_world "$FIX/code-exec/routes.yaml"
+	# us-noscope: the delegation token lacks sandbox:execute
+	run -0 proxy "$CAROL" "/api/v1/proxy/s/chrono-sandbox/execute?_nyxid_via=us-noscope" -d "$PY42"
+	[ "$(status_of)" = 403 ]
+	body_of | jq -e '.error.code=="FORBIDDEN" and (.diagnostic_id|startswith("chrono-"))'
+	# a route that injects no delegation token at all
+	sed 's/inject_delegation_token: true/inject_delegation_token: false/' "$FIX/code-exec/routes.yaml" >"$BATS_TEST_TMPDIR/r.yaml"
+	reset_world "$BATS_TEST_TMPDIR/r.yaml"
+	run -0 proxy "$ALICE" "/api/v1/proxy/s/chrono-sandbox/execute?_nyxid_via=us-1" -d "$PY42"
+	[ "$(status_of)" = 401 ]
+	body_of | jq -e '.error.code=="UNAUTHENTICATED"'
+	run -0 requests
+	printf '%s\n' "$output" | tail -n 1 | jq -e '.delegation_scope==null and .forwarded_authorization==true'
+}
+
+@test "Chrono: NYXID_API_KEY is the forwarded Agent Key and cannot be overridden" {
+	reset_world "$FIX/code-exec/routes.yaml"
+	body='{"language":"bash","script":"echo \"$NYXID_API_KEY|$NYXID_BASE_URL|$OTHER\"","timeout_secs":10,"env":{"NYXID_API_KEY":"evil","NYXID_BASE_URL":"http://evil","OTHER":"ok"}}'
+	run -0 proxy "$ALICE_AGENT" "/api/v1/proxy/s/chrono-sandbox/execute?_nyxid_via=us-1" -d "$body"
+	[ "$(body_of | jq -r .output.stdout)" = "$ALICE_AGENT|$NYX_TEST_BASE|ok" ]
+	# a user bearer is forwarded but never injected
+	run -0 proxy "$ALICE" "/api/v1/proxy/s/chrono-sandbox/execute?_nyxid_via=us-1" -d "$body"
+	[ "$(body_of | jq -r .output.stdout)" = "||ok" ]
+}
+
+@test "Chrono: invalid requests are INVALID_REQUEST, unknown paths 404" {
+	reset_world "$FIX/code-exec/routes.yaml"
+	for b in 'not json' '{"language":"cobol","script":"x","timeout_secs":5}' \
+		'{"language":"python","script":1}' '{"language":"python","script":"x","timeout_secs":0}' \
+		'{"language":"python","script":"x","timeout_secs":2.5}' '{"language":"python","script":"x","files":[]}' \
+		'{"language":"python","script":"x","env":{"A":1}}'; do
+		run -0 proxy "$ALICE" "/api/v1/proxy/s/chrono-sandbox/execute?_nyxid_via=us-1" -d "$b"
+		[ "$(status_of)" = 400 ]
+		body_of | jq -e '.error.code=="INVALID_REQUEST"'
+	done
+	run -0 proxy "$ALICE" "/api/v1/proxy/s/chrono-sandbox/nothing?_nyxid_via=us-1" -d '{}'
+	[ "$(status_of)" = 404 ]
+	run -0 proxy "$ALICE" "/api/v1/proxy/s/chrono-sandbox/execute?_nyxid_via=us-1" -d '{"language":"python","script":"import sys; sys.exit(3)","timeout_secs":5}'
+	[ "$(status_of)" = 200 ]
+	body_of | jq -e '.success==false and .error.code=="EXECUTION_FAILED" and .output.exit_code==3'
+}
+
+@test "proxy: a route of another service has no upstream here (500)" {
+	reset_world "$FIX/nyx-sandboxd/routes.yaml"
+	run -0 proxy "$ALICE" "/api/v1/proxy/s/old-route/x?_nyxid_via=us-off" -d '{}'
+	[ "$(status_of)" = 404 ] # inactive
+	run -0 proxy "$ALICE" "/api/v1/proxy/s/acme-admin-tool/x?_nyxid_via=us-acme-admin" -d '{}'
+	[ "$(status_of)" = 500 ]
+	body_of | jq -e '.error=="internal_error"'
+}
