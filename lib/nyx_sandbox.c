@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -319,23 +320,34 @@ pump(int fd, struct nyx_buf *b, bool *truncated)
 	return 1;
 }
 
+/* A descriptor that polls readable when pid exits (Linux 5.3+), or -1. */
+static int
+pid_fd(pid_t pid)
+{
+#ifdef SYS_pidfd_open
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+#else
+	return -1;
+#endif
+}
+
 static int
 supervise(pid_t pid, int out_r, int err_r, int status_r, int timeout_secs,
     struct nyx_sandbox_result *res, bool *started)
 {
-	struct pollfd pf[3];
+	struct pollfd pf[4];
 	struct nyx_buf status = NYX_BUF_ZERO;
 	int64_t t0 = nyx_mono_ms(), deadline = t0 + timeout_secs * 1000LL;
 	int64_t reaped_at = 0;
 	bool open_out = true, open_err = true, open_st = true, reaped = false;
-	bool killed = false;
-	int wstatus = 0;
-	bool dummy = false;
+	bool killed = false, dummy = false;
+	int wstatus = 0, pfd = pid_fd(pid);
 
 	nyx_buf_init(&status, 4096);
 	while (open_out || open_err || !reaped) {
 		int64_t now = nyx_mono_ms();
-		int tmo = 100, i, n = 0;
+		/* with a pidfd every event wakes us; without, poll briefly */
+		int tmo = pfd >= 0 ? 1000 : 5, i, n = 0;
 
 		if (!killed && now >= deadline) {
 			/* the whole group, and the pid namespace with it */
@@ -357,12 +369,14 @@ supervise(pid_t pid, int out_r, int err_r, int status_r, int timeout_secs,
 			pf[n++] = (struct pollfd){err_r, POLLIN, 0};
 		if (open_st)
 			pf[n++] = (struct pollfd){status_r, POLLIN, 0};
-		if (n > 0 && poll(pf, (nfds_t)n, tmo) < 0 && errno != EINTR)
+		if (pfd >= 0 && !reaped)
+			pf[n++] = (struct pollfd){pfd, POLLIN, 0};
+		if (poll(n > 0 ? pf : NULL, (nfds_t)n, tmo) < 0 &&
+		    errno != EINTR)
 			break;
-		if (n == 0)
-			poll(NULL, 0, tmo);
 		for (i = 0; i < n; i++) {
-			if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
+			if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR)) ||
+			    pf[i].fd == pfd)
 				continue;
 			if (pf[i].fd == out_r)
 				open_out =
@@ -378,6 +392,8 @@ supervise(pid_t pid, int out_r, int err_r, int status_r, int timeout_secs,
 			reaped_at = nyx_mono_ms();
 		}
 	}
+	if (pfd >= 0)
+		close(pfd);
 	if (!reaped && waitpid(pid, &wstatus, 0) == pid)
 		reaped = true;
 	while (open_st)

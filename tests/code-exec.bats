@@ -46,7 +46,8 @@ now_ms() { date +%s%3N; }
 	jq_ok '(.output.execution_time_ms|type)=="number" and (.diagnostic_id|test("^nyx-[0-9a-f]{32}$"))'
 	[[ $stderr == *"notice: no NyxID base URL is configured"* ]]
 	run -0 --separate-stderr code-exec -q -l python -e 'print(1)'
-	[ -z "$stderr" ]
+	# (valgrind 3.19 notes its own unknown syscalls, e.g. pidfd_open)
+	[ -z "$(printf '%s' "$stderr" | grep -v '^--[0-9]*-- ')" ]
 }
 
 @test "javascript, bash and typescript run for real; languages are inferred" {
@@ -112,8 +113,11 @@ now_ms() { date +%s%3N; }
 	jq_ok '.output.stdout_truncated==true and .output.stderr_truncated==true'
 	jq_ok '(.output.stdout|length)==1048576 and (.output.stderr|length)==1048576'
 	jq_ok '.success==true'
-	# two 1 MiB buffers and the record, not 10 MiB of output
-	[ "$(cat "$BATS_TEST_TMPDIR/rss")" -lt 60000 ]
+	# two 1 MiB buffers and the record, not 10 MiB of output (valgrind
+	# itself would dwarf the bound)
+	if [ -z "${NYX_UNDER_VALGRIND:-}" ]; then
+		[ "$(cat "$BATS_TEST_TMPDIR/rss")" -lt 60000 ]
+	fi
 }
 
 @test "isolation: no network, no caller files, no host processes, clean env" {
