@@ -46,6 +46,15 @@ parse_rule(jv r, struct nyx_fault *f, size_t i, char *why, size_t whysz)
 
 	memset(f, 0, sizeof(*f));
 	f->headers = jv_object();
+	f->after = nyx_json_get(r, "after");
+	if (jv_get_kind(f->after) != JV_KIND_INVALID &&
+	    (jv_get_kind(f->after) != JV_KIND_OBJECT ||
+	        nyx_json_peek_str(f->after, "route") == NULL ||
+	        nyx_json_kind(f->after, "set") != JV_KIND_OBJECT)) {
+		snprintf(
+		    why, whysz, "faults[%zu].after needs route and set", i);
+		goto fail;
+	}
 	if (p == NULL) {
 		snprintf(why, whysz, "faults[%zu].path must be a string", i);
 		goto fail;
@@ -181,6 +190,7 @@ nyx_faults_free(struct nyx_faults *f)
 		free(f->v[i].path);
 		free(f->v[i].body);
 		jv_free(f->v[i].headers);
+		jv_free(f->v[i].after);
 	}
 	free(f->v);
 	f->v = NULL;

@@ -8,7 +8,9 @@
  * answer, or answer with a status, headers and a body (literal, JSON, or
  * a generated valid JSON document of an exact size, optionally chunked so
  * no Content-Length is sent).  A rule with only a delay lets the request
- * through afterwards.  Pure: no I/O, no locking.
+ * through afterwards, and `after` edits a route once the request has been
+ * answered (a concurrent change for readback drift).  Pure: no I/O, no
+ * locking.
  */
 #ifndef NYX_FAULT_H
 #define NYX_FAULT_H
@@ -32,6 +34,9 @@ struct nyx_fault {
 	bool chunked;
 	bool drop;
 	long delay_ms;
+	/* a concurrent edit applied after the request was answered normally:
+	 * {"route": ID, "set": {field: value, ...}}, or invalid */
+	jv after;
 };
 
 struct nyx_faults {

@@ -176,3 +176,91 @@ nyx_nyxid_read_inventory(const struct nyx_nyxid *c, struct nyx_inventory *inv,
 	    inv->nkeys);
 	return 0;
 }
+
+int
+nyx_nyxid_users_me(const struct nyx_nyxid *c, struct nyx_read_fail *fail)
+{
+	struct nyx_buf auth = NYX_BUF_ZERO;
+	struct nyx_http_resp resp = NYX_HTTP_RESP_ZERO;
+	struct nyx_http_req req;
+	const char *hdrs[3];
+	char url[1024];
+	int rc = -1;
+
+	memset(fail, 0, sizeof(*fail));
+	auth.secret = true;
+	if (nyx_buf_printf(&auth, "Authorization: Bearer %s", c->token) < 0) {
+		fail->exit = NYX_EXIT_OSERR;
+		return -1;
+	}
+	hdrs[0] = auth.data;
+	hdrs[1] = "Accept: application/json";
+	hdrs[2] = NULL;
+	snprintf(url, sizeof(url), "%s/api/v1/users/me", c->base_url);
+	memset(&req, 0, sizeof(req));
+	req.url = url;
+	req.headers = hdrs;
+	req.timeout_ms = c->timeout_ms;
+	if (nyx_http_do(c->http, &req, &resp) < 0) {
+		fail->exit = resp.fail == NYX_HTTP_TOO_LARGE
+		    ? NYX_EXIT_PROTOCOL
+		    : NYX_EXIT_TEMPFAIL;
+		snprintf(fail->message, sizeof(fail->message),
+		    "GET /api/v1/users/me failed: %s.", resp.errmsg);
+	} else if (resp.status == 200) {
+		rc = 0;
+	} else {
+		fail->http_status = (int)resp.status;
+		fail->exit = (resp.status == 401 || resp.status == 403)
+		    ? NYX_EXIT_NOPERM
+		    : (resp.status == 408 || resp.status == 429 ||
+		          resp.status >= 500)
+		    ? NYX_EXIT_TEMPFAIL
+		    : NYX_EXIT_PROTOCOL;
+		snprintf(fail->message, sizeof(fail->message),
+		    "NyxID did not confirm the token as a human user: GET "
+		    "/api/v1/users/me answered HTTP %ld.",
+		    resp.status);
+	}
+	nyx_http_resp_free(&resp);
+	nyx_buf_free(&auth);
+	return rc;
+}
+
+void
+nyx_nyxid_write(const struct nyx_nyxid *c, const char *method, const char *path,
+    jv body, long *status)
+{
+	struct nyx_buf auth = NYX_BUF_ZERO;
+	struct nyx_http_resp resp = NYX_HTTP_RESP_ZERO;
+	struct nyx_http_req req;
+	const char *hdrs[4];
+	char url[1024], *json = nyx_json_dump(body);
+
+	*status = 0;
+	auth.secret = true;
+	if (json == NULL ||
+	    nyx_buf_printf(&auth, "Authorization: Bearer %s", c->token) < 0) {
+		free(json);
+		return;
+	}
+	hdrs[0] = auth.data;
+	hdrs[1] = "Content-Type: application/json";
+	hdrs[2] = "Accept: application/json";
+	hdrs[3] = NULL;
+	snprintf(url, sizeof(url), "%s%s", c->base_url, path);
+	memset(&req, 0, sizeof(req));
+	req.method = method;
+	req.url = url;
+	req.headers = hdrs;
+	req.body = json;
+	req.body_len = strlen(json);
+	req.timeout_ms = c->timeout_ms;
+	req.fresh_connect = true; /* a write is never resent by libcurl */
+	if (nyx_http_do(c->http, &req, &resp) == 0)
+		*status = resp.status;
+	nyx_log(NYX_LOG_DEBUG, "%s %s: status %ld", method, path, *status);
+	nyx_http_resp_free(&resp);
+	nyx_buf_free(&auth);
+	free(json);
+}

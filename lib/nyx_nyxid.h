@@ -36,6 +36,20 @@ int nyx_nyxid_read_inventory(const struct nyx_nyxid *c,
     struct nyx_inventory *inv, struct nyx_read_fail *fail);
 
 /*
+ * Confirm a human token with GET /api/v1/users/me before any write.
+ * 0 on 200; -1 with fail (77 on 401/403, 75 on transport/5xx/408/429,
+ * 76 otherwise).
+ */
+int nyx_nyxid_users_me(const struct nyx_nyxid *c, struct nyx_read_fail *fail);
+
+/*
+ * One route write (PUT or POST with a JSON body, consumed), on a fresh
+ * connection and never retried.  *status is 0 when no answer arrived.
+ */
+void nyx_nyxid_write(const struct nyx_nyxid *c, const char *method,
+    const char *path, jv body, long *status);
+
+/*
  * Parse both bodies into inv (offline mode and the reader share this).
  * Consumes both.  Returns 0, or -1 with the reason in why.
  */

@@ -38,12 +38,23 @@ static const struct nyx_blocker blockers[] = {
         {"CODE_EXECUTION_SOURCE_CREDENTIAL_REQUIRED",
             "code_execution_source_credential_required", "connect_credential",
             "Provide a source-readable NyxID credential"},
+    [NYX_ROUTE_WRITE_AUTHORITY_REQUIRED] =
+        {"CODE_EXECUTION_ROUTE_WRITE_AUTHORITY_REQUIRED",
+            "code_execution_route_write_authority_required", "request_access",
+            "Ask the route owner or an organization admin to repair the route"},
+    [NYX_ROUTE_REPAIR_REJECTED] = {"CODE_EXECUTION_ROUTE_REPAIR_REJECTED",
+        "code_execution_route_repair_rejected", "request_access",
+        "Ask the platform operator to grant the code execution route "
+        "contract"},
+    [NYX_ROUTE_REPAIR_UNVERIFIED] = {"CODE_EXECUTION_ROUTE_REPAIR_UNVERIFIED",
+        "code_execution_route_repair_unverified", "refresh_source",
+        "Retry platform code route repair"},
 };
 
 const struct nyx_blocker *
 nyx_route_blocker(enum nyx_verdict v)
 {
-	if (v == NYX_ROUTE_ADMITTED || v > NYX_ROUTE_CREDENTIAL_REQUIRED)
+	if (v == NYX_ROUTE_ADMITTED || v > NYX_ROUTE_REPAIR_UNVERIFIED)
 		return NULL;
 	return &blockers[v];
 }
@@ -420,8 +431,8 @@ set(jv o, const char *k, jv v)
 	return jv_object_set(o, jv_string(k), v);
 }
 
-static jv
-counts(const struct nyx_resolution *res)
+jv
+nyx_route_counts(const struct nyx_resolution *res)
 {
 	jv c = jv_object();
 
@@ -497,7 +508,7 @@ nyx_route_admission(const struct nyx_inventory *inv,
 
 	if (res->verdict != NYX_ROUTE_ADMITTED || s == NULL) {
 		rec = header("blocked", base_url, diag);
-		rec = set(rec, "counts", counts(res));
+		rec = set(rec, "counts", nyx_route_counts(res));
 		rec = set(
 		    rec, "blocker", blocker_obj(res->verdict, res->message, 0));
 		obsv = jv_array();
@@ -516,7 +527,7 @@ nyx_route_admission(const struct nyx_inventory *inv,
 	nyx_time_format(observed_ms, obs);
 	nyx_time_format(observed_ms + FRESH_MS, fresh);
 	rec = header("admitted", base_url, diag);
-	rec = set(rec, "counts", counts(res));
+	rec = set(rec, "counts", nyx_route_counts(res));
 	route = jv_object();
 	route = set(route, "user_service_id", jv_string(s->r->id));
 	route = set(route, "slug", jv_string(s->r->slug));
@@ -552,7 +563,7 @@ nyx_route_blocked(enum nyx_verdict v, const char *message, int http_status,
 	jv rec = header("blocked", base_url, diag);
 
 	memset(&zero, 0, sizeof(zero));
-	rec = set(rec, "counts", counts(&zero));
+	rec = set(rec, "counts", nyx_route_counts(&zero));
 	rec = set(rec, "blocker", blocker_obj(v, message, http_status));
 	rec = set(rec, "observations", jv_array());
 	return set(rec, "exit", jv_number(exit_code));

@@ -35,6 +35,10 @@ enum nyx_verdict {
 	NYX_ROUTE_AMBIGUOUS,
 	NYX_ROUTE_SOURCE_UNAVAILABLE,
 	NYX_ROUTE_CREDENTIAL_REQUIRED,
+	/* nyx-route-converge */
+	NYX_ROUTE_WRITE_AUTHORITY_REQUIRED,
+	NYX_ROUTE_REPAIR_REJECTED,
+	NYX_ROUTE_REPAIR_UNVERIFIED,
 };
 
 /* Every gate's verdict for one route. */
@@ -87,6 +91,9 @@ int nyx_route_contract_digest(const char *id, const char *slug,
     const char *catalog, char out[NYX_SHA256_HEX]);
 int nyx_inventory_digest(
     const struct nyx_inventory *inv, char out[NYX_SHA256_HEX]);
+
+/* The counts object of a classification. */
+jv nyx_route_counts(const struct nyx_resolution *res);
 
 /* "true", "false" or "absent" for a tri-state flag. */
 const char *nyx_tri_str(int v);

@@ -72,6 +72,9 @@ struct answer {
 	bool forwarded_auth;
 	char delegation_scope[512];
 	char upstream[192];
+	/* a management write's body (policy fields, labels; never a proxy
+	 * body, which carries source), for request-log assertions */
+	jv logged_body;
 };
 
 static void
@@ -162,7 +165,7 @@ answer_view(struct nyx_srv *s, struct answer *a, const char *user, int endpoint)
 /* The NyxID management subset.  Caller holds the lock. */
 static void
 handle_api(struct nyx_srv *s, struct MHD_Connection *c, const char *method,
-    const char *path, struct answer *a)
+    const char *path, const struct req *r, struct answer *a)
 {
 	struct nyx_principal p;
 	const char *token = request_token(c);
@@ -172,6 +175,44 @@ handle_api(struct nyx_srv *s, struct MHD_Connection *c, const char *method,
 
 	if (known)
 		note_caller(a, &p);
+	if ((strncmp(path, "/api/v1/user-services/", 22) == 0 &&
+	        strcmp(method, "PUT") == 0) ||
+	    (strcmp(path, "/api/v1/keys") == 0 &&
+	        strcmp(method, "POST") == 0)) {
+		char why[256];
+		jv doc, out;
+		int st;
+
+		if (token != NULL && !known) {
+			answer_error(a, 401, "unauthorized", 1001,
+			    "Unauthorized: Invalid token");
+			return;
+		}
+		if (nyx_world_human_gate(
+		        known ? &p : NULL, method, &status, &err) < 0) {
+			answer_json(a, status, err);
+			return;
+		}
+		doc = nyx_json_parse(
+		    r->body.data ? r->body.data : "", r->body.len);
+		if (!jv_is_valid(doc)) {
+			jv_free(doc);
+			snprintf(why, sizeof(why), "Bad request: invalid JSON");
+			answer_error(a, 400, "bad_request", 1000, why);
+			return;
+		}
+		a->logged_body = jv_copy(doc);
+		if (method[1] == 'U')
+			st = nyx_world_update_route(
+			    s->world, p.user, path + 22, doc, &out);
+		else
+			st = nyx_world_create_key(
+			    s->world, p.user, doc, s->base, &out);
+		if (st == 200)
+			cache_flush(s);
+		answer_json(a, st, out);
+		return;
+	}
 	if (strcmp(path, "/api/v1/user-services") == 0 ||
 	    strcmp(path, "/api/v1/keys") == 0 ||
 	    strncmp(path, "/api/v1/keys/", 13) == 0 ||
@@ -397,6 +438,9 @@ record(struct nyx_srv *s, struct MHD_Connection *c, const char *method,
 		e = jv_object_set(e, jv_string("upstream"),
 		    a->upstream[0] ? jv_string(a->upstream) : jv_null());
 	}
+	if (jv_is_valid(a->logged_body))
+		e = jv_object_set(
+		    e, jv_string("body"), jv_copy(a->logged_body));
 	if (jv_array_length(jv_copy(s->log)) < LOG_MAX)
 		s->log = jv_array_append(s->log, e);
 	else
@@ -502,6 +546,7 @@ handler(void *cls, struct MHD_Connection *c, const char *url,
 	struct req *r = *con_cls;
 	struct answer a;
 	long fault_idx = -1, delay = 0;
+	jv after = jv_invalid();
 	int64_t t0 = nyx_mono_ms();
 	enum MHD_Result rc;
 	bool control;
@@ -523,6 +568,7 @@ handler(void *cls, struct MHD_Connection *c, const char *url,
 	}
 	memset(&a, 0, sizeof(a));
 	a.headers = jv_object();
+	a.logged_body = jv_invalid();
 	control = s->control && strncmp(url, "/_nyx/", 6) == 0;
 
 	pthread_mutex_lock(&s->mu);
@@ -532,6 +578,7 @@ handler(void *cls, struct MHD_Connection *c, const char *url,
 		if (f != NULL) {
 			fault_idx = (long)(f - s->faults.v);
 			delay = f->delay_ms;
+			after = jv_copy(f->after);
 			a.drop = f->drop;
 			if (f->status != 0) {
 				a.status = f->status;
@@ -577,9 +624,19 @@ handler(void *cls, struct MHD_Connection *c, const char *url,
 		handle_proxy(s, c, method, url, r, &a);
 	} else {
 		pthread_mutex_lock(&s->mu);
-		handle_api(s, c, method, url, &a);
+		handle_api(s, c, method, url, r, &a);
 		pthread_mutex_unlock(&s->mu);
 	}
+	if (jv_is_valid(after) && !a.drop) {
+		/* the fault plan's concurrent edit, after the real answer */
+		pthread_mutex_lock(&s->mu);
+		if (nyx_world_edit_route(s->world,
+		        nyx_json_peek_str(after, "route"),
+		        nyx_json_get(after, "set")) == 0)
+			cache_flush(s);
+		pthread_mutex_unlock(&s->mu);
+	}
+	jv_free(after);
 	if (!control) {
 		pthread_mutex_lock(&s->mu);
 		record(s, c, method, url, &a, fault_idx,
@@ -589,6 +646,7 @@ handler(void *cls, struct MHD_Connection *c, const char *url,
 	rc = a.drop ? MHD_NO : queue(c, &a);
 	free(a.body);
 	jv_free(a.headers);
+	jv_free(a.logged_body);
 	return rc;
 }
 

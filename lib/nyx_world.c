@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "nyx_cred.h"
+#include "nyx_hash.h"
 #include "nyx_json.h"
 
 struct token {
@@ -752,4 +753,304 @@ nyx_world_proxy_target(const struct nyx_world *w, const struct nyx_principal *p,
 	        "chrono-sandbox") == 0;
 	jv_free(r);
 	return 0;
+}
+
+/* The index of the route with this id, or -1. */
+static int
+route_index(const struct nyx_world *w, const char *id)
+{
+	int i, n = jv_array_length(jv_copy(w->routes));
+
+	for (i = 0; i < n; i++) {
+		jv e = jv_array_get(jv_copy(w->routes), i);
+		const char *eid = nyx_json_peek_str(e, "id");
+		bool hit = eid != NULL && strcmp(eid, id) == 0;
+
+		jv_free(e);
+		if (hit)
+			return i;
+	}
+	return -1;
+}
+
+int
+nyx_world_edit_route(struct nyx_world *w, const char *id, jv fields)
+{
+	int i = route_index(w, id), k, n;
+	jv r, keys;
+
+	if (i < 0 || jv_get_kind(fields) != JV_KIND_OBJECT) {
+		jv_free(fields);
+		return -1;
+	}
+	r = jv_array_get(jv_copy(w->routes), i);
+	keys = jv_keys(jv_copy(fields));
+	n = jv_array_length(jv_copy(keys));
+	for (k = 0; k < n; k++) {
+		jv key = jv_array_get(jv_copy(keys), k);
+
+		r = jv_object_set(
+		    r, jv_copy(key), jv_object_get(jv_copy(fields), key));
+	}
+	jv_free(keys);
+	jv_free(fields);
+	w->routes = jv_array_set(w->routes, i, r);
+	return 0;
+}
+
+/* NyxID's accepted delegation scopes (SERVICE_DELEGATION_SCOPES). */
+static const char *const delegation_scopes[] = {"llm:proxy", "proxy:*",
+    "llm:status", "account:read", "sandbox:execute", NULL};
+
+/* Normalise a scope string; NULL with *bad set to an unknown scope. */
+static char *
+normalise_scope(const char *in, char *bad, size_t badsz)
+{
+	char *out = malloc(strlen(in) + 16), *o = out;
+	const char *p = in;
+
+	if (out == NULL)
+		return NULL;
+	*o = '\0';
+	while (*p != '\0') {
+		size_t n;
+		const char *const *ok;
+
+		while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+			p++;
+		n = strcspn(p, " \t\n\r");
+		if (n == 0)
+			break;
+		for (ok = delegation_scopes; *ok != NULL; ok++)
+			if (strlen(*ok) == n && strncmp(*ok, p, n) == 0)
+				break;
+		if (*ok == NULL) {
+			snprintf(bad, badsz, "%.*s", (int)n, p);
+			free(out);
+			return NULL;
+		}
+		if (o != out)
+			*o++ = ' ';
+		memcpy(o, p, n);
+		o += n;
+		*o = '\0';
+		p += n;
+	}
+	if (o == out)
+		snprintf(
+		    out, strlen(in) + 16, "llm:proxy"); /* NyxID's default */
+	return out;
+}
+
+static jv
+scope_error(const char *bad)
+{
+	char msg[400];
+
+	snprintf(msg, sizeof(msg),
+	    "Validation error: Invalid delegation_token_scope '%s'. Must be "
+	    "one of: llm:proxy, proxy:*, llm:status, account:read, "
+	    "sandbox:execute",
+	    bad);
+	return nyx_world_error("validation_error", 1008, msg);
+}
+
+int
+nyx_world_update_route(
+    struct nyx_world *w, const char *user, const char *id, jv patch, jv *body)
+{
+	static const char *const flags[] = {"forward_access_token",
+	    "inject_delegation_token", "is_active", "admin_only"};
+	int i = route_index(w, id);
+	const char *owner, *role = NULL;
+	jv r = jv_invalid(), src, scope;
+	size_t k;
+
+	if (i >= 0)
+		r = jv_array_get(jv_copy(w->routes), i);
+	src = i >= 0 ? source_for(w, r, user) : jv_invalid();
+	if (i < 0 || !listed(w, r) || !jv_is_valid(src)) {
+		/* existence is not leaked */
+		jv_free(r);
+		jv_free(src);
+		jv_free(patch);
+		*body = nyx_world_error(
+		    "not_found", 1003, "Not found: User service not found");
+		return 404;
+	}
+	owner = nyx_json_peek_str(r, "owner");
+	if (strcmp(owner, user) != 0) {
+		role = nyx_json_peek_str(src, "role");
+		if (role == NULL || strcmp(role, "admin") != 0) {
+			jv_free(r);
+			jv_free(src);
+			jv_free(patch);
+			*body = nyx_world_error("org_role_insufficient", 8103,
+			    "Forbidden: you do not have permission to modify "
+			    "this service");
+			return 403;
+		}
+	}
+	jv_free(src);
+	if (jv_get_kind(patch) != JV_KIND_OBJECT) {
+		jv_free(r);
+		jv_free(patch);
+		*body = nyx_world_error("bad_request", 1000,
+		    "Bad request: the body must be a JSON object");
+		return 400;
+	}
+	for (k = 0; k < sizeof(flags) / sizeof(flags[0]); k++) {
+		jv_kind kind = nyx_json_kind(patch, flags[k]);
+
+		if (kind == JV_KIND_TRUE || kind == JV_KIND_FALSE)
+			r = jv_object_set(r, jv_string(flags[k]),
+			    nyx_json_get(patch, flags[k]));
+		else if (kind != JV_KIND_INVALID && kind != JV_KIND_NULL) {
+			jv_free(r);
+			jv_free(patch);
+			*body = nyx_world_error("validation_error", 1008,
+			    "Validation error: invalid field type");
+			return 400;
+		}
+	}
+	scope = nyx_json_get(patch, "delegation_token_scope");
+	if (jv_get_kind(scope) == JV_KIND_STRING) {
+		char bad[128] = "",
+		     *norm = normalise_scope(
+		         jv_string_value(scope), bad, sizeof(bad));
+
+		if (norm == NULL) {
+			jv_free(scope);
+			jv_free(r);
+			jv_free(patch);
+			*body = scope_error(bad);
+			return 400;
+		}
+		r = jv_object_set(
+		    r, jv_string("delegation_token_scope"), jv_string(norm));
+		free(norm);
+	}
+	jv_free(scope);
+	jv_free(patch);
+	r = jv_object_set(
+	    r, jv_string("updated_at"), jv_string("2026-06-01T00:00:00Z"));
+	w->routes = jv_array_set(w->routes, i, jv_copy(r));
+	/* NyxID's single-item response always says personal */
+	*body = user_service_entry(r,
+	    jv_object_set(
+	        jv_object(), jv_string("type"), jv_string("personal")));
+	jv_free(r);
+	return 200;
+}
+
+int
+nyx_world_create_key(
+    struct nyx_world *w, const char *user, jv doc, const char *base, jv *body)
+{
+	const char *svc = nyx_json_peek_str(doc, "service_slug");
+	const char *slug = nyx_json_peek_str(doc, "slug");
+	const char *label = nyx_json_peek_str(doc, "label");
+	const char *cat_id = NULL;
+	int i, n = jv_array_length(jv_copy(w->routes)), k;
+	char msg[400], id[64], hex[17];
+	jv r, key, src;
+	bool identity = false;
+	static const char *const idf[] = {"forward_access_token",
+	    "inject_delegation_token", "delegation_token_scope"};
+
+	if (jv_get_kind(doc) != JV_KIND_OBJECT || label == NULL ||
+	    strlen(label) < 1 || strlen(label) > 200) {
+		jv_free(doc);
+		*body = nyx_world_error("validation_error", 1008,
+		    "Validation error: label is required (1-200 characters)");
+		return 400;
+	}
+	/* the catalog: any route of that service names its id */
+	for (i = 0; svc != NULL && i < n && cat_id == NULL; i++) {
+		jv e = jv_array_get(jv_copy(w->routes), i);
+		const char *cs = nyx_json_peek_str(e, "catalog_service_slug");
+
+		if (cs != NULL && strcmp(cs, svc) == 0 &&
+		    nyx_json_peek_str(e, "catalog_service_id") != NULL) {
+			/* the string lives in w->routes, which outlives this */
+			cat_id = nyx_json_peek_str(e, "catalog_service_id");
+		}
+		jv_free(e);
+	}
+	if (svc == NULL || cat_id == NULL) {
+		snprintf(msg, sizeof(msg),
+		    "Not found: Catalog service '%s' not "
+		    "found",
+		    svc ? svc : "");
+		jv_free(doc);
+		*body = nyx_world_error("not_found", 1003, msg);
+		return 404;
+	}
+	if (slug == NULL)
+		slug = svc;
+	for (i = 0; i < n; i++) {
+		jv e = jv_array_get(jv_copy(w->routes), i);
+		bool clash = strcmp(nyx_json_peek_str(e, "owner"), user) == 0 &&
+		    strcmp(nyx_json_peek_str(e, "slug"), slug) == 0 &&
+		    nyx_json_bool(e, "is_active") != 0;
+
+		jv_free(e);
+		if (clash) {
+			snprintf(msg, sizeof(msg),
+			    "Conflict: Service slug '%s' "
+			    "is already in use",
+			    slug);
+			jv_free(doc);
+			*body = nyx_world_error("conflict", 1004, msg);
+			return 409;
+		}
+	}
+	for (k = 0; k < 3; k++)
+		identity |= nyx_json_has(doc, idf[k]);
+	if (nyx_random_hex(hex, 8) < 0)
+		snprintf(hex, sizeof(hex), "0000000000000000");
+	snprintf(id, sizeof(id), "us-%s", hex);
+	r = jv_object();
+	r = jv_object_set(r, jv_string("id"), jv_string(id));
+	r = jv_object_set(r, jv_string("owner"), jv_string(user));
+	r = jv_object_set(r, jv_string("slug"), jv_string(slug));
+	r = jv_object_set(r, jv_string("label"), jv_string(label));
+	r = jv_object_set(
+	    r, jv_string("catalog_service_id"), jv_string(cat_id));
+	r = jv_object_set(r, jv_string("catalog_service_slug"), jv_string(svc));
+	if (nyx_json_peek_str(doc, "node_id") != NULL)
+		r = jv_object_set(
+		    r, jv_string("node_id"), nyx_json_get(doc, "node_id"));
+	if (identity) {
+		/* any identity field given: the others take NyxID's defaults */
+		const char *sc =
+		    nyx_json_peek_str(doc, "delegation_token_scope");
+		char bad[128] = "",
+		     *norm = normalise_scope(sc ? sc : "", bad, sizeof(bad));
+
+		if (norm == NULL) {
+			jv_free(r);
+			jv_free(doc);
+			*body = scope_error(bad);
+			return 400;
+		}
+		r = jv_object_set(r, jv_string("forward_access_token"),
+		    jv_bool(nyx_json_bool(doc, "forward_access_token") == 1));
+		r = jv_object_set(r, jv_string("inject_delegation_token"),
+		    jv_bool(
+		        nyx_json_bool(doc, "inject_delegation_token") == 1));
+		r = jv_object_set(
+		    r, jv_string("delegation_token_scope"), jv_string(norm));
+		free(norm);
+	}
+	key =
+	    jv_object_set(jv_object(), jv_string("auto_connected"), jv_false());
+	r = jv_object_set(r, jv_string("key"), key);
+	jv_free(doc);
+	w->routes = jv_array_append(w->routes, jv_copy(r));
+	src = jv_object_set(
+	    jv_object(), jv_string("type"), jv_string("personal"));
+	*body = key_entry(r, src, base);
+	jv_free(r);
+	return 200;
 }

@@ -88,6 +88,32 @@ int nyx_world_proxy_target(const struct nyx_world *w,
     const struct nyx_principal *p, const char *slug, const char *via,
     struct nyx_proxy_target *t, int *status, jv *body);
 
+/*
+ * PUT /api/v1/user-services/{id}: a partial update of the policy fields
+ * (no compare-and-swap, as in NyxID).  404 when the caller cannot see the
+ * route, 403 org_role_insufficient for org members and viewers, 400
+ * validation_error for an unknown delegation scope.  The answer is the
+ * single-item response, whose credential_source always says personal.
+ * patch is consumed.  Returns the HTTP status with *body set.
+ */
+int nyx_world_update_route(
+    struct nyx_world *w, const char *user, const char *id, jv patch, jv *body);
+
+/*
+ * POST /api/v1/keys: create a route from a catalog slug for the caller
+ * (a personal alias).  409 conflict when the caller already has an active
+ * route with that slug, 404 for an unknown catalog slug, 400 for a
+ * missing label.  doc is consumed.  Returns the HTTP status with *body.
+ */
+int nyx_world_create_key(
+    struct nyx_world *w, const char *user, jv doc, const char *base, jv *body);
+
+/*
+ * Apply fields to a route directly (a fault plan's concurrent edit).
+ * Returns 0, or -1 when no route has that id.
+ */
+int nyx_world_edit_route(struct nyx_world *w, const char *id, jv fields);
+
 /* Routes in the world (for start-up logging). */
 size_t nyx_world_nroutes(const struct nyx_world *w);
 

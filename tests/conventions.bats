@@ -5,7 +5,7 @@
 
 load helpers/common
 
-PROGS=(nyx-route-inspect code-exec nyx-sandboxd)
+PROGS=(nyx-route-inspect nyx-route-converge code-exec nyx-sandboxd)
 
 setup() {
 	common_setup

@@ -396,3 +396,70 @@ PY42='{"language":"python","script":"print(6*7)","timeout_secs":10}'
 	[ "$(status_of)" = 500 ]
 	body_of | jq -e '.error=="internal_error"'
 }
+
+# ---- route writes (PUT /user-services/{id}, POST /keys) ----
+
+# write AS METHOD PATH BODY
+write() {
+	curl -s -w '\n%{http_code}' -X "$2" -H "Authorization: Bearer $1" \
+		-H 'Content-Type: application/json' "$NYX_TEST_BASE$3" -d "$4"
+}
+
+@test "PUT updates the policy fields; the single-item answer says personal" {
+	reset_world "$FIX/nyx-route-converge/org-drift.yaml"
+	run -0 write "$ALICE" PUT /api/v1/user-services/us-acme '{"inject_delegation_token":true,"delegation_token_scope":"  proxy:*   sandbox:execute "}'
+	[ "$(status_of)" = 200 ]
+	body_of | jq -e '.id=="us-acme" and .inject_delegation_token==true and .forward_access_token==true and .delegation_token_scope=="proxy:* sandbox:execute" and .credential_source=={"type":"personal"}'
+	# the list still reports the org source; the update took
+	run -0 get "$ALICE" /api/v1/user-services
+	body_of | jq -e '.services[0].credential_source.type=="org" and .services[0].inject_delegation_token==true'
+	# an empty scope becomes NyxID's default
+	run -0 write "$ALICE" PUT /api/v1/user-services/us-acme '{"delegation_token_scope":" "}'
+	body_of | jq -e '.delegation_token_scope=="llm:proxy"'
+}
+
+@test "PUT: unknown scopes 400, members and viewers 403, unseen routes 404" {
+	reset_world "$FIX/nyx-route-converge/org-drift.yaml"
+	run -0 write "$ALICE" PUT /api/v1/user-services/us-acme '{"delegation_token_scope":"proxy:* account:admin"}'
+	[ "$(status_of)" = 400 ]
+	body_of | jq -e '.error=="validation_error" and .error_code==1008 and (.message|contains("account:admin"))'
+	for who in "$BOB" "$CAROL"; do
+		run -0 write "$who" PUT /api/v1/user-services/us-acme '{"forward_access_token":true}'
+		[ "$(status_of)" = 403 ]
+		body_of | jq -e '.error=="org_role_insufficient" and .error_code==8103'
+	done
+	run -0 write "$ALICE" PUT /api/v1/user-services/us-nope '{"forward_access_token":true}'
+	[ "$(status_of)" = 404 ]
+	body_of | jq -e '.message=="Not found: User service not found"'
+	reset_world "$FIX/nyx-route-converge/personal-drift.yaml"
+	run -0 write "$BOB" PUT /api/v1/user-services/us-1 '{"forward_access_token":true}'
+	[ "$(status_of)" = 404 ] # another user's route: existence is not leaked
+	for t in "$ALICE_AGENT" "$ALICE_DELEG_READ"; do
+		run -0 write "$t" PUT /api/v1/user-services/us-1 '{"forward_access_token":true}'
+		[ "$(status_of)" = 403 ]
+	done
+}
+
+@test "POST /keys creates a personal alias; the same slug again is 409" {
+	reset_world "$FIX/nyx-route-converge/auto-connected.yaml"
+	body='{"service_slug":"chrono-sandbox","slug":"chrono-sandbox-aevatar","label":"Aevatar Code Execution","forward_access_token":true,"inject_delegation_token":true,"delegation_token_scope":"proxy:* sandbox:execute","node_id":"node-9"}'
+	run -0 write "$ALICE" POST /api/v1/keys "$body"
+	[ "$(status_of)" = 200 ]
+	body_of | jq -e '.slug=="chrono-sandbox-aevatar" and .catalog_service_id=="cat-sandbox" and .catalog_service_slug=="chrono-sandbox" and .auto_connected==false and .node_id=="node-9" and (.id|startswith("us-"))'
+	run -0 write "$ALICE" POST /api/v1/keys "$body"
+	[ "$(status_of)" = 409 ]
+	body_of | jq -e '.error=="conflict" and .error_code==1004 and .message=="Conflict: Service slug '"'"'chrono-sandbox-aevatar'"'"' is already in use"'
+	run -0 write "$ALICE" POST /api/v1/keys '{"service_slug":"no-such-service","label":"x"}'
+	[ "$(status_of)" = 404 ]
+	run -0 write "$ALICE" POST /api/v1/keys '{"service_slug":"chrono-sandbox","slug":"other"}'
+	[ "$(status_of)" = 400 ]
+	run -0 write "$ALICE" POST /api/v1/keys 'not json'
+	[ "$(status_of)" = 400 ]
+}
+
+@test "the request log keeps a write's body, never a proxy body" {
+	reset_world "$FIX/nyx-route-converge/org-drift.yaml"
+	run -0 write "$ALICE" PUT /api/v1/user-services/us-acme '{"forward_access_token":true}'
+	run -0 requests
+	printf '%s\n' "$output" | tail -n 1 | jq -e '.body=={"forward_access_token":true}'
+}

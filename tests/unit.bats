@@ -12,3 +12,8 @@ load helpers/common
 	run -0 "$NYX_TESTBIN/test_plumbing"
 	refute_output --partial "not ok"
 }
+
+@test "route repair unit tests (scope merge, set comparison, outcomes)" {
+	run -0 "$NYX_TESTBIN/test_converge"
+	refute_output --partial "not ok"
+}

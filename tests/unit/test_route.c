@@ -224,6 +224,23 @@ test_blockers(void)
 	    "Keep exactly one platform code service", "ambiguous remediation");
 	CHECK(
 	    nyx_route_exit(NYX_ROUTE_POLICY_MISMATCH) == 3, "blockers exit 3");
+	{
+		int v, complete = 1;
+
+		/* every verdict past admitted has a full row */
+		for (v = NYX_ROUTE_MISSING; v <= NYX_ROUTE_REPAIR_UNVERIFIED;
+		     v++) {
+			const struct nyx_blocker *b = nyx_route_blocker(v);
+
+			if (b == NULL || b->code == NULL ||
+			    b->runtime_code == NULL ||
+			    b->remediation_kind == NULL ||
+			    b->remediation_text == NULL)
+				complete = 0;
+		}
+		CHECK(complete,
+		    "every blocker has code, runtime code and remediation");
+	}
 }
 
 int

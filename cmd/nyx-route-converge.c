@@ -1,0 +1,585 @@
+/*
+ * nyx-route-converge: plan, and with --apply perform, the bounded repair
+ * of the chrono-sandbox route (a minimal PUT, or the personal alias),
+ * verify it by re-reading, and print a route.admission record with a
+ * convergence object.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "nyx_cli.h"
+#include "nyx_config.h"
+#include "nyx_converge.h"
+#include "nyx_cred.h"
+#include "nyx_err.h"
+#include "nyx_http.h"
+#include "nyx_inventory.h"
+#include "nyx_json.h"
+#include "nyx_log.h"
+#include "nyx_nyxid.h"
+#include "nyx_route.h"
+#include "nyx_time.h"
+
+enum {
+	OPT_APPLY = 2000,
+	OPT_USER_SERVICE_ID,
+	OPT_RECHECK,
+	OPT_TABLE,
+};
+
+struct opts {
+	bool apply;
+	bool recheck;
+	bool table;
+	const char *exact_id;
+};
+
+static const struct option longopts[] = {
+    {"apply", no_argument, NULL, OPT_APPLY},
+    {"user-service-id", required_argument, NULL, OPT_USER_SERVICE_ID},
+    {"recheck", no_argument, NULL, OPT_RECHECK},
+    {"table", no_argument, NULL, OPT_TABLE},
+    {NULL, 0, NULL, 0},
+};
+
+static int
+on_opt(int c, const char *arg, void *ctx)
+{
+	struct opts *o = ctx;
+
+	switch (c) {
+	case OPT_APPLY:
+		o->apply = true;
+		break;
+	case OPT_USER_SERVICE_ID:
+		o->exact_id = arg;
+		break;
+	case OPT_RECHECK:
+		o->recheck = true;
+		break;
+	case OPT_TABLE:
+		o->table = true;
+		break;
+	default:
+		return -1;
+	}
+	return 0;
+}
+
+static const struct nyx_cli_spec spec = {
+    "[--apply] [--user-service-id ID] [--recheck] [--table] [common options]",
+    "      --apply             perform the planned repair and verify it\n"
+    "      --user-service-id ID  repair only this exact UserService id\n"
+    "      --recheck           re-examine an admitted record on stdin\n"
+    "      --table             candidate tables on stderr (before and "
+    "after)\n",
+    NYX_CLI_NET,
+    "",
+    longopts,
+    on_opt,
+};
+
+static const char *const action_names[] = {
+    [NYX_REPAIR_NONE] = "none",
+    [NYX_REPAIR_UPDATE] = "update",
+    [NYX_REPAIR_CREATE_ALIAS] = "create_alias",
+    [NYX_REPAIR_NOT_WRITABLE] = "none",
+    [NYX_REPAIR_NOT_APPLICABLE] = "none",
+};
+
+struct conv {
+	bool attempted;
+	bool verified;
+	const char *action;
+	jv patch; /* object or null */
+	const char *outcome;
+	const char *failure_kind;
+	long http_status;
+};
+
+static jv
+conv_obj(const struct conv *c)
+{
+	jv o = jv_object();
+
+	o = jv_object_set(o, jv_string("attempted"), jv_bool(c->attempted));
+	o = jv_object_set(o, jv_string("verified"), jv_bool(c->verified));
+	o = jv_object_set(o, jv_string("action"), jv_string(c->action));
+	o = jv_object_set(o, jv_string("patch"), jv_copy(c->patch));
+	o = jv_object_set(o, jv_string("outcome"), jv_string(c->outcome));
+	o = jv_object_set(o, jv_string("failure_kind"),
+	    nyx_json_str_or_null(c->failure_kind));
+	o = jv_object_set(
+	    o, jv_string("http_status"), jv_number((double)c->http_status));
+	return o;
+}
+
+/* Emit rec with its convergence object; report a blocker on stderr. */
+static int
+emit(jv rec, const struct conv *c, int code)
+{
+	jv b = nyx_json_get(rec, "blocker");
+
+	if (jv_get_kind(b) == JV_KIND_OBJECT)
+		nyx_log(NYX_LOG_ERROR, "%s: %s (%s)",
+		    nyx_json_peek_str(b, "code"),
+		    nyx_json_peek_str(b, "message"), nyx_cli_diag());
+	jv_free(b);
+	rec = jv_object_set(rec, jv_string("convergence"), conv_obj(c));
+	if (jv_get_kind(rec) == JV_KIND_OBJECT && code != NYX_EXIT_OK &&
+	    nyx_json_has(rec, "exit"))
+		rec = jv_object_set(rec, jv_string("exit"), jv_number(code));
+	nyx_cli_emit(rec);
+	return code;
+}
+
+static void
+conv_init(struct conv *c, const char *outcome)
+{
+	memset(c, 0, sizeof(*c));
+	c->action = "none";
+	c->patch = jv_null();
+	c->outcome = outcome;
+}
+
+static void
+table(const struct nyx_resolution *res, const char *when)
+{
+	size_t i;
+
+	fprintf(stderr, "%s:\n", when);
+	for (i = 0; i < res->ncands; i++) {
+		const struct nyx_candidate *c = &res->cands[i];
+
+		if (!c->relevant)
+			continue;
+		fprintf(stderr,
+		    "  %s  %s  ready=%s writable=%s "
+		    "forward_access_token=%s inject_delegation_token=%s "
+		    "delegation_token_scope=%s%s%s\n",
+		    c->r->id, c->r->slug, c->ready ? "yes" : "no",
+		    c->writable ? "yes" : "no",
+		    nyx_tri_str(c->r->forward_access_token),
+		    nyx_tri_str(c->r->inject_delegation_token),
+		    c->r->delegation_token_scope ? "\"" : "",
+		    c->r->delegation_token_scope ? c->r->delegation_token_scope
+		                                 : "absent",
+		    c->r->delegation_token_scope ? "\"" : "");
+	}
+}
+
+/* Read at most one record from stdin: 1 with *rec, 0 none, -1 error. */
+static int
+read_stdin(jv *rec, struct nyx_err *err)
+{
+	struct nyx_json_reader *r;
+	jv extra;
+	int rc, more;
+
+	if (isatty(0))
+		return 0;
+	r = nyx_json_reader_new(0, "stdin");
+	if (r == NULL)
+		return nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
+	rc = nyx_json_reader_next(r, rec, err);
+	if (rc == 1 && (more = nyx_json_reader_next(r, &extra, err)) != 0) {
+		if (more == 1) {
+			jv_free(extra);
+			nyx_err_set(err, NYX_EXIT_DATAERR, "input_invalid",
+			    "stdin holds more than one record");
+		}
+		jv_free(*rec);
+		rc = -1;
+	}
+	nyx_json_reader_free(r);
+	return rc;
+}
+
+/* A record to pass on unchanged, with the exit code it carries. */
+static int
+pass_through(jv rec, int dflt)
+{
+	jv e = nyx_json_get(rec, "exit");
+	int code = dflt;
+
+	if (jv_get_kind(e) == JV_KIND_NUMBER && jv_number_value(e) >= 0 &&
+	    jv_number_value(e) <= 125)
+		code = (int)jv_number_value(e);
+	jv_free(e);
+	nyx_cli_emit(rec);
+	return code;
+}
+
+struct ctx {
+	const struct opts *o;
+	struct nyx_settings *s;
+	struct nyx_nyxid client;
+	const char *exact; /* --user-service-id, or from --recheck */
+};
+
+static int
+blocked(struct ctx *x, enum nyx_verdict v, const char *msg, int status,
+    int code, const struct conv *c, const struct nyx_resolution *counts)
+{
+	jv rec = nyx_route_blocked(
+	    v, msg, status, code, x->s->base_url, nyx_cli_diag());
+
+	if (counts != NULL)
+		rec = jv_object_set(
+		    rec, jv_string("counts"), nyx_route_counts(counts));
+	return emit(rec, c, code);
+}
+
+/* The write, the readback and the verdict (apply mode). */
+static int
+apply(struct ctx *x, struct nyx_repair_plan *plan,
+    const struct nyx_resolution *before)
+{
+	struct nyx_inventory after = NYX_INVENTORY_ZERO;
+	struct nyx_resolution res;
+	struct nyx_read_fail fail;
+	struct nyx_repair_outcome out;
+	struct conv c;
+	const char *verified_id = NULL;
+	char path[512], msg[700];
+	long status = 0;
+	int code;
+
+	memset(&res, 0, sizeof(res));
+	conv_init(&c, "not_writable");
+	c.action = action_names[plan->action];
+	c.patch = plan->action == NYX_REPAIR_UPDATE
+	    ? nyx_repair_patch(plan)
+	    : nyx_repair_alias_body(plan);
+	/* write authority: NyxID must confirm a human user first */
+	if (nyx_nyxid_users_me(&x->client, &fail) < 0) {
+		code = blocked(x, NYX_ROUTE_WRITE_AUTHORITY_REQUIRED,
+		    fail.message, fail.http_status,
+		    fail.exit == NYX_EXIT_NOPERM ? NYX_EXIT_BLOCKED : fail.exit,
+		    &c, before);
+		jv_free(c.patch);
+		return code;
+	}
+	c.attempted = true;
+	if (plan->action == NYX_REPAIR_UPDATE) {
+		char *id = nyx_http_escape(plan->target->r->id);
+
+		snprintf(path, sizeof(path), "/api/v1/user-services/%s",
+		    id ? id : "");
+		free(id);
+		nyx_nyxid_write(
+		    &x->client, "PUT", path, jv_copy(c.patch), &status);
+	} else {
+		nyx_nyxid_write(&x->client, "POST", "/api/v1/keys",
+		    jv_copy(c.patch), &status);
+	}
+	c.http_status = status;
+	/* the readback always happens, whatever the write answered */
+	if (nyx_nyxid_read_inventory(&x->client, &after, &fail) == 0) {
+		if (plan->action == NYX_REPAIR_UPDATE) {
+			if (nyx_repair_verify_update(
+			        plan->target->r, plan->merged_scope, &after))
+				verified_id = plan->target->r->id;
+		} else {
+			verified_id = nyx_repair_verify_alias(&after);
+		}
+		if (nyx_route_classify(&after,
+		        verified_id ? verified_id : x->exact, &res) == 0 &&
+		    x->o->table)
+			table(&res, "after");
+	} else {
+		nyx_log(NYX_LOG_WARN, "the readback failed: %s", fail.message);
+	}
+	nyx_repair_classify(
+	    plan->action, status, status == 0, verified_id != NULL, &out);
+	c.verified = verified_id != NULL;
+	c.outcome = out.outcome;
+	c.failure_kind = out.failure_kind;
+	if (c.verified) {
+		code = emit(nyx_route_admission(&after, &res, x->s->base_url,
+		                nyx_cli_diag(), nyx_now_ms()),
+		    &c, NYX_EXIT_OK);
+	} else if (strcmp(out.outcome, "rejected") == 0) {
+		snprintf(msg, sizeof(msg),
+		    "NyxID rejected the platform code route repair. "
+		    "failureKind=%s httpStatus=%ld The shared route contract "
+		    "is owner-granted: it requires forward_access_token=true, "
+		    "inject_delegation_token=true, and a "
+		    "delegation_token_scope containing proxy:* and "
+		    "sandbox:execute.",
+		    out.failure_kind, status);
+		code = blocked(x, NYX_ROUTE_REPAIR_REJECTED, msg, (int)status,
+		    out.exit, &c, res.cands ? &res : NULL);
+	} else {
+		int n = snprintf(msg, sizeof(msg),
+		    "The platform code execution route repair could not be "
+		    "verified. failureKind=%s",
+		    out.failure_kind);
+
+		if (status > 0 && n > 0 && (size_t)n < sizeof(msg))
+			snprintf(msg + n, sizeof(msg) - (size_t)n,
+			    " httpStatus=%ld", status);
+		code = blocked(x, NYX_ROUTE_REPAIR_UNVERIFIED, msg, (int)status,
+		    out.exit, &c, res.cands ? &res : NULL);
+	}
+	jv_free(c.patch);
+	nyx_resolution_free(&res);
+	nyx_inventory_free(&after);
+	return code;
+}
+
+static int
+converge(struct ctx *x)
+{
+	struct nyx_inventory inv = NYX_INVENTORY_ZERO;
+	struct nyx_resolution res;
+	struct nyx_repair_plan plan;
+	struct nyx_read_fail fail;
+	struct conv c;
+	int code;
+
+	memset(&res, 0, sizeof(res));
+	memset(&plan, 0, sizeof(plan));
+	conv_init(&c, "not_applicable");
+	if (nyx_nyxid_read_inventory(&x->client, &inv, &fail) < 0) {
+		code = blocked(x, fail.verdict, fail.message, fail.http_status,
+		    fail.exit, &c, NULL);
+		goto out;
+	}
+	if (nyx_route_classify(&inv, x->exact, &res) < 0) {
+		code = NYX_EXIT_OSERR;
+		goto out;
+	}
+	if (x->o->table)
+		table(&res, "before");
+	nyx_repair_plan(&res, x->exact, &plan);
+	switch (plan.action) {
+	case NYX_REPAIR_NONE:
+		conv_init(&c, "unchanged");
+		c.verified = true;
+		code = emit(nyx_route_admission(&inv, &res, x->s->base_url,
+		                nyx_cli_diag(), nyx_now_ms()),
+		    &c, NYX_EXIT_OK);
+		break;
+	case NYX_REPAIR_NOT_APPLICABLE:
+		code = emit(nyx_route_admission(&inv, &res, x->s->base_url,
+		                nyx_cli_diag(), nyx_now_ms()),
+		    &c, nyx_route_exit(res.verdict));
+		break;
+	case NYX_REPAIR_NOT_WRITABLE:
+		conv_init(&c, "not_writable");
+		if (plan.writable > 1)
+			code = blocked(x, NYX_ROUTE_POLICY_MISMATCH,
+			    "More than one writable canonical route differs "
+			    "from the code execution policy; nothing was "
+			    "written. Pass --user-service-id to repair one.",
+			    0, NYX_EXIT_BLOCKED, &c, &res);
+		else
+			code = blocked(x, NYX_ROUTE_WRITE_AUTHORITY_REQUIRED,
+			    "No canonical platform code execution route that "
+			    "differs from the policy is writable by this "
+			    "caller: only a personal route, or an organization "
+			    "route on which the caller is admin, with "
+			    "auto_connected explicitly false, is repaired; "
+			    "members and viewers never write.",
+			    0, NYX_EXIT_BLOCKED, &c, &res);
+		break;
+	default:
+		if (!x->o->apply) {
+			char *body;
+
+			conv_init(&c, "planned");
+			c.action = action_names[plan.action];
+			c.patch = plan.action == NYX_REPAIR_UPDATE
+			    ? nyx_repair_patch(&plan)
+			    : nyx_repair_alias_body(&plan);
+			body = nyx_json_dump(jv_copy(c.patch));
+			if (plan.action == NYX_REPAIR_UPDATE)
+				fprintf(stderr,
+				    "%s: plan: PUT /api/v1/user-services/%s "
+				    "%s\n",
+				    nyx_cli_prog(), plan.target->r->id, body);
+			else
+				fprintf(stderr,
+				    "%s: plan: POST /api/v1/keys %s (the "
+				    "platform route %s is auto-connected and "
+				    "never written)\n",
+				    nyx_cli_prog(), body, plan.target->r->id);
+			free(body);
+			nyx_cli_emit(jv_object_set(
+			    nyx_route_admission(&inv, &res, x->s->base_url,
+			        nyx_cli_diag(), nyx_now_ms()),
+			    jv_string("convergence"), conv_obj(&c)));
+			jv_free(c.patch);
+			code = NYX_EXIT_NO;
+		} else {
+			code = apply(x, &plan, &res);
+		}
+	}
+out:
+	nyx_repair_plan_free(&plan);
+	nyx_resolution_free(&res);
+	nyx_inventory_free(&inv);
+	return code;
+}
+
+static int
+run(const struct opts *o, const struct nyx_common *cm, struct nyx_err *err)
+{
+	struct nyx_settings s;
+	struct nyx_cred cred;
+	struct ctx x;
+	struct conv c;
+	jv rec = jv_invalid();
+	char *exact = NULL;
+	int code = -1, got;
+
+	memset(&x, 0, sizeof(x));
+	nyx_settings_init(&s);
+	x.o = o;
+	x.s = &s;
+	x.exact = o->exact_id;
+	conv_init(&c, "not_applicable");
+	if (nyx_settings_resolve(cm, &s, err) < 0)
+		goto out;
+	got = read_stdin(&rec, err);
+	if (got < 0)
+		goto out;
+	if (got == 1) {
+		const char *type = nyx_json_peek_str(rec, "type");
+		const char *status = nyx_json_peek_str(rec, "status");
+		const char *base = nyx_json_peek_str(rec, "base_url");
+		jv b = nyx_json_get(rec, "blocker");
+		const char *bcode = nyx_json_peek_str(b, "code");
+		bool mismatch = bcode != NULL &&
+		    strcmp(bcode, "CODE_EXECUTION_ROUTE_POLICY_MISMATCH") == 0;
+
+		jv_free(b);
+		if (type != NULL && strcmp(type, "error") == 0) {
+			code = pass_through(rec, NYX_EXIT_SOFTWARE);
+			goto out;
+		}
+		if (type == NULL || strcmp(type, "route.admission") != 0 ||
+		    status == NULL) {
+			jv_free(rec);
+			nyx_err_set(err, NYX_EXIT_DATAERR, "input_invalid",
+			    "stdin must hold a route.admission or error "
+			    "record");
+			goto out;
+		}
+		if (strcmp(status, "admitted") == 0 && !o->recheck) {
+			code = pass_through(rec, NYX_EXIT_OK);
+			goto out;
+		}
+		if (strcmp(status, "blocked") == 0 && !mismatch) {
+			/* nothing a route write can fix: flows through */
+			code = pass_through(rec, NYX_EXIT_BLOCKED);
+			goto out;
+		}
+		if (base != NULL &&
+		    (s.base_url == NULL || strcmp(base, s.base_url) != 0)) {
+			jv_free(rec);
+			nyx_err_set(err, NYX_EXIT_DATAERR,
+			    "admission_base_url_mismatch",
+			    "the route.admission on stdin was made for another "
+			    "base URL");
+			goto out;
+		}
+		if (strcmp(status, "admitted") == 0 && x.exact == NULL) {
+			jv route = nyx_json_get(rec, "route");
+			const char *id =
+			    nyx_json_peek_str(route, "user_service_id");
+
+			exact = id ? strdup(id) : NULL;
+			x.exact = exact;
+			jv_free(route);
+		}
+		jv_free(rec);
+	}
+	if (s.base_url == NULL) {
+		nyx_err_set(err, NYX_EXIT_CONFIG, "base_url_missing",
+		    "no NyxID base URL is configured (--base-url, NYX_BASE_URL "
+		    "or a profile's base_url)");
+		goto out;
+	}
+	if (nyx_settings_load_token(cm, &s, 0, err) < 0)
+		goto out;
+	if (s.token == NULL) {
+		code = blocked(&x, NYX_ROUTE_CREDENTIAL_REQUIRED,
+		    "No source-readable NyxID credential is configured "
+		    "(--token-file, NYX_TOKEN_FILE, NYX_TOKEN or a profile's "
+		    "token_file).",
+		    0, NYX_EXIT_NOPERM, &c, NULL);
+		goto out;
+	}
+	nyx_log_add_secret(s.token);
+	if (nyx_cred_check(s.token, err) < 0)
+		goto out;
+	nyx_cred_classify(s.token, &cred);
+	if (o->apply && !nyx_cred_can_write(&cred)) {
+		char msg[300];
+
+		/* decided locally: not one request is made */
+		snprintf(msg, sizeof(msg),
+		    "Route repair needs a direct human NyxID user access "
+		    "token; the configured credential (from %s) is a %s.",
+		    s.token_origin, nyx_cred_kind_name(cred.kind));
+		conv_init(&c, "not_writable");
+		code = blocked(&x, NYX_ROUTE_WRITE_AUTHORITY_REQUIRED, msg, 0,
+		    NYX_EXIT_BLOCKED, &c, NULL);
+		goto out;
+	}
+	if (!nyx_cred_source_readable(&cred)) {
+		code = blocked(&x, NYX_ROUTE_CREDENTIAL_REQUIRED,
+		    "The configured credential cannot read NyxID inventory; "
+		    "a user access token or a delegation token with "
+		    "account:read is required.",
+		    0, NYX_EXIT_NOPERM, &c, NULL);
+		goto out;
+	}
+	x.client.http = nyx_http_new();
+	if (x.client.http == NULL) {
+		nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
+		goto out;
+	}
+	x.client.base_url = s.base_url;
+	x.client.token = s.token;
+	x.client.timeout_ms = s.timeout_ms;
+	x.client.max_inventory_bytes = s.max_inventory_bytes;
+	code = converge(&x);
+out:
+	free(exact);
+	nyx_http_free(x.client.http);
+	nyx_settings_free(&s);
+	nyx_log_forget_secrets();
+	return code;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct nyx_err err = NYX_ERR_ZERO;
+	struct nyx_common cm;
+	struct opts o;
+	int idx, code;
+
+	memset(&o, 0, sizeof(o));
+	nyx_cli_init("nyx-route-converge");
+	idx = nyx_cli_parse(argc, argv, &spec, &o, &cm);
+	if (idx < argc)
+		nyx_cli_usage("unexpected argument '%s'", argv[idx]);
+	if (nyx_time_init(&err) < 0)
+		return nyx_cli_fail(&err);
+	if (nyx_http_global_init() < 0) {
+		nyx_err_set(&err, NYX_EXIT_OSERR, "http_init_failed",
+		    "cannot initialise libcurl");
+		return nyx_cli_fail(&err);
+	}
+	code = run(&o, &cm, &err);
+	nyx_http_global_cleanup();
+	if (code < 0)
+		return nyx_cli_fail(&err);
+	return nyx_cli_finish(code);
+}
