@@ -220,21 +220,7 @@ run_local(const struct opts *o, struct job *j, struct nyx_err *err)
 	if (nyx_sandbox_run(&rq, &res, err) < 0)
 		return -1;
 	nyx_exec_outcome_init(&oc);
-	out = jv_object();
-	out = jv_object_set(out, jv_string("stdout"),
-	    jv_string_sized(
-	        res.out.data ? res.out.data : "", (int)res.out.len));
-	out = jv_object_set(out, jv_string("stderr"),
-	    jv_string_sized(
-	        res.err.data ? res.err.data : "", (int)res.err.len));
-	out = jv_object_set(
-	    out, jv_string("exit_code"), jv_number(res.exit_code));
-	out = jv_object_set(out, jv_string("execution_time_ms"),
-	    jv_number((double)res.elapsed_ms));
-	out = jv_object_set(
-	    out, jv_string("stdout_truncated"), jv_bool(res.out_truncated));
-	out = jv_object_set(
-	    out, jv_string("stderr_truncated"), jv_bool(res.err_truncated));
+	out = nyx_sandbox_output(&res);
 	nyx_exec_outcome_completed(&oc, out, res.exit_code);
 	if (res.timed_out) {
 		oc.success = false;
@@ -317,55 +303,6 @@ out:
 	jv_free(route);
 	jv_free(proof);
 	return rc;
-}
-
-/* Read at most one record from stdin: 1 with *rec, 0 none, -1 error. */
-static int
-read_stdin_record(jv *rec, struct nyx_err *err)
-{
-	struct nyx_json_reader *r;
-	jv extra;
-	int rc;
-
-	if (isatty(0))
-		return 0;
-	r = nyx_json_reader_new(0, "stdin");
-	if (r == NULL)
-		return nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
-	rc = nyx_json_reader_next(r, rec, err);
-	if (rc == 1) {
-		int more = nyx_json_reader_next(r, &extra, err);
-
-		if (more != 0) {
-			if (more == 1) {
-				jv_free(extra);
-				nyx_err_set(err, NYX_EXIT_DATAERR,
-				    "input_invalid",
-				    "stdin holds more than one record");
-			}
-			jv_free(*rec);
-			rc = -1;
-		}
-	}
-	nyx_json_reader_free(r);
-	return rc;
-}
-
-/* A blocked admission or an error record: passed on unchanged. */
-static int
-pass_through(jv rec)
-{
-	jv e = nyx_json_get(rec, "exit");
-	int code = NYX_EXIT_BLOCKED;
-
-	if (jv_get_kind(e) == JV_KIND_NUMBER && jv_number_value(e) >= 1 &&
-	    jv_number_value(e) <= 125)
-		code = (int)jv_number_value(e);
-	jv_free(e);
-	nyx_log(NYX_LOG_INFO, "passing the upstream %s record through",
-	    nyx_json_peek_str(rec, "type"));
-	nyx_cli_emit(rec);
-	return code;
 }
 
 /* Resolve the route read-only, as nyx-route-inspect does. */
@@ -520,7 +457,7 @@ run_nyxid(const struct opts *o, const struct nyx_common *cm,
 		return nyx_err_set(err, NYX_EXIT_CONFIG, "base_url_missing",
 		    "no NyxID base URL is configured (--base-url, NYX_BASE_URL "
 		    "or a profile's base_url)");
-	got = read_stdin_record(&rec, err);
+	got = nyx_cli_read_record(&rec, err);
 	if (got < 0)
 		return -1;
 	if (got == 1) {
@@ -528,7 +465,7 @@ run_nyxid(const struct opts *o, const struct nyx_common *cm,
 		const char *status = nyx_json_peek_str(rec, "status");
 
 		if (type != NULL && strcmp(type, "error") == 0)
-			return pass_through(rec);
+			return nyx_cli_pass_through(rec, NYX_EXIT_BLOCKED);
 		if (type == NULL || strcmp(type, "route.admission") != 0) {
 			jv_free(rec);
 			return nyx_err_set(err, NYX_EXIT_DATAERR,
@@ -537,7 +474,7 @@ run_nyxid(const struct opts *o, const struct nyx_common *cm,
 			    "record");
 		}
 		if (status != NULL && strcmp(status, "blocked") == 0)
-			return pass_through(rec);
+			return nyx_cli_pass_through(rec, NYX_EXIT_BLOCKED);
 		fresh = take_admission(rec, s, &rt, err);
 		jv_free(rec);
 		if (fresh < 0)

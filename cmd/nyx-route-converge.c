@@ -170,48 +170,6 @@ table(const struct nyx_resolution *res, const char *when)
 	}
 }
 
-/* Read at most one record from stdin: 1 with *rec, 0 none, -1 error. */
-static int
-read_stdin(jv *rec, struct nyx_err *err)
-{
-	struct nyx_json_reader *r;
-	jv extra;
-	int rc, more;
-
-	if (isatty(0))
-		return 0;
-	r = nyx_json_reader_new(0, "stdin");
-	if (r == NULL)
-		return nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
-	rc = nyx_json_reader_next(r, rec, err);
-	if (rc == 1 && (more = nyx_json_reader_next(r, &extra, err)) != 0) {
-		if (more == 1) {
-			jv_free(extra);
-			nyx_err_set(err, NYX_EXIT_DATAERR, "input_invalid",
-			    "stdin holds more than one record");
-		}
-		jv_free(*rec);
-		rc = -1;
-	}
-	nyx_json_reader_free(r);
-	return rc;
-}
-
-/* A record to pass on unchanged, with the exit code it carries. */
-static int
-pass_through(jv rec, int dflt)
-{
-	jv e = nyx_json_get(rec, "exit");
-	int code = dflt;
-
-	if (jv_get_kind(e) == JV_KIND_NUMBER && jv_number_value(e) >= 0 &&
-	    jv_number_value(e) <= 125)
-		code = (int)jv_number_value(e);
-	jv_free(e);
-	nyx_cli_emit(rec);
-	return code;
-}
-
 struct ctx {
 	const struct opts *o;
 	struct nyx_settings *s;
@@ -444,7 +402,7 @@ run(const struct opts *o, const struct nyx_common *cm, struct nyx_err *err)
 	conv_init(&c, "not_applicable");
 	if (nyx_settings_resolve(cm, &s, err) < 0)
 		goto out;
-	got = read_stdin(&rec, err);
+	got = nyx_cli_read_record(&rec, err);
 	if (got < 0)
 		goto out;
 	if (got == 1) {
@@ -458,7 +416,7 @@ run(const struct opts *o, const struct nyx_common *cm, struct nyx_err *err)
 
 		jv_free(b);
 		if (type != NULL && strcmp(type, "error") == 0) {
-			code = pass_through(rec, NYX_EXIT_SOFTWARE);
+			code = nyx_cli_pass_through(rec, NYX_EXIT_SOFTWARE);
 			goto out;
 		}
 		if (type == NULL || strcmp(type, "route.admission") != 0 ||
@@ -470,12 +428,12 @@ run(const struct opts *o, const struct nyx_common *cm, struct nyx_err *err)
 			goto out;
 		}
 		if (strcmp(status, "admitted") == 0 && !o->recheck) {
-			code = pass_through(rec, NYX_EXIT_OK);
+			code = nyx_cli_pass_through(rec, NYX_EXIT_OK);
 			goto out;
 		}
 		if (strcmp(status, "blocked") == 0 && !mismatch) {
 			/* nothing a route write can fix: flows through */
-			code = pass_through(rec, NYX_EXIT_BLOCKED);
+			code = nyx_cli_pass_through(rec, NYX_EXIT_BLOCKED);
 			goto out;
 		}
 		if (base != NULL &&

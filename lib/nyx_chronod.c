@@ -267,21 +267,7 @@ execute(const struct nyx_chronod_req *rq, struct nyx_chronod_resp *rs)
 		nyx_sandbox_result_free(&res);
 		goto out;
 	}
-	out = jv_object();
-	out = jv_object_set(out, jv_string("stdout"),
-	    jv_string_sized(
-	        res.out.data ? res.out.data : "", (int)res.out.len));
-	out = jv_object_set(out, jv_string("stderr"),
-	    jv_string_sized(
-	        res.err.data ? res.err.data : "", (int)res.err.len));
-	out = jv_object_set(
-	    out, jv_string("exit_code"), jv_number(res.exit_code));
-	out = jv_object_set(out, jv_string("execution_time_ms"),
-	    jv_number((double)res.elapsed_ms));
-	out = jv_object_set(
-	    out, jv_string("stdout_truncated"), jv_bool(res.out_truncated));
-	out = jv_object_set(
-	    out, jv_string("stderr_truncated"), jv_bool(res.err_truncated));
+	out = nyx_sandbox_output(&res);
 	o = jv_object();
 	o = jv_object_set(o, jv_string("success"), jv_bool(res.exit_code == 0));
 	o = jv_object_set(o, jv_string("output"), out);

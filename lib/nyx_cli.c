@@ -285,3 +285,46 @@ nyx_cli_finish(int code)
 	}
 	return code;
 }
+
+int
+nyx_cli_read_record(jv *rec, struct nyx_err *err)
+{
+	struct nyx_json_reader *r;
+	jv extra;
+	int rc, more;
+
+	if (isatty(0))
+		return 0;
+	r = nyx_json_reader_new(0, "stdin");
+	if (r == NULL)
+		return nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
+	rc = nyx_json_reader_next(r, rec, err);
+	if (rc == 1 && (more = nyx_json_reader_next(r, &extra, err)) != 0) {
+		if (more == 1) {
+			jv_free(extra);
+			nyx_err_set(err, NYX_EXIT_DATAERR, "input_invalid",
+			    "stdin holds more than one record");
+		}
+		jv_free(*rec);
+		rc = -1;
+	}
+	nyx_json_reader_free(r);
+	return rc;
+}
+
+int
+nyx_cli_pass_through(jv rec, int dflt)
+{
+	jv e = nyx_json_get(rec, "exit");
+	int code = dflt;
+
+	if (jv_get_kind(e) == JV_KIND_NUMBER && jv_number_value(e) >= 1 &&
+	    jv_number_value(e) <= 125)
+		code = (int)jv_number_value(e);
+	jv_free(e);
+	nyx_log(NYX_LOG_INFO, "passing the upstream %s record through",
+	    nyx_json_peek_str(rec, "type") ? nyx_json_peek_str(rec, "type")
+	                                   : "input");
+	nyx_cli_emit(rec);
+	return code;
+}

@@ -75,6 +75,19 @@ int nyx_cli_fail(const struct nyx_err *err);
 /* The exit code after the last record: 74 when stdout failed. */
 int nyx_cli_finish(int code);
 
+/*
+ * The one record a pipeline hands a tool on stdin: 1 with *rec, 0 when
+ * stdin is a terminal or empty, -1 with err (65 for malformed input or
+ * more than one record, 74 for a read error).
+ */
+int nyx_cli_read_record(jv *rec, struct nyx_err *err);
+
+/*
+ * Pass a record on unchanged (consumes it) and return the exit code it
+ * carries in "exit" (1..125), else dflt.
+ */
+int nyx_cli_pass_through(jv rec, int dflt);
+
 /* Set when --pretty was given. */
 void nyx_cli_set_pretty(bool pretty);
 

@@ -8,6 +8,23 @@
 #include "nyx_err.h"
 #include "nyx_json.h"
 
+/* The next whitespace-separated scope after *p into tok; 0 at the end. */
+static int
+next_scope(const char **p, char *tok, size_t toksz)
+{
+	size_t n = 0;
+
+	while (isspace((unsigned char)**p))
+		(*p)++;
+	while ((*p)[n] != '\0' && !isspace((unsigned char)(*p)[n]))
+		n++;
+	if (n == 0)
+		return 0;
+	snprintf(tok, toksz, "%.*s", (int)n, *p);
+	*p += n;
+	return 1;
+}
+
 char *
 nyx_scope_merge(const char *existing)
 {
@@ -15,24 +32,13 @@ nyx_scope_merge(const char *existing)
 	char *out = malloc(cap);
 	const char *p = existing ? existing : "";
 	const char *add[] = {"proxy:*", "sandbox:execute"};
+	char tok[256];
 	size_t i;
 
 	if (out == NULL)
 		return NULL;
 	out[0] = '\0';
-	while (*p != '\0') {
-		size_t n;
-		char tok[256];
-
-		while (isspace((unsigned char)*p))
-			p++;
-		n = 0;
-		while (p[n] != '\0' && !isspace((unsigned char)p[n]))
-			n++;
-		if (n == 0)
-			break;
-		snprintf(tok, sizeof(tok), "%.*s", (int)n, p);
-		p += n;
+	while (next_scope(&p, tok, sizeof(tok))) {
 		if (nyx_scope_has(out, tok))
 			continue; /* keep the first occurrence */
 		o += (size_t)snprintf(
@@ -50,23 +56,11 @@ static bool
 scope_subset(const char *a, const char *b)
 {
 	const char *p = a ? a : "";
+	char tok[256];
 
-	while (*p != '\0') {
-		size_t n;
-		char tok[256];
-
-		while (isspace((unsigned char)*p))
-			p++;
-		n = 0;
-		while (p[n] != '\0' && !isspace((unsigned char)p[n]))
-			n++;
-		if (n == 0)
-			break;
-		snprintf(tok, sizeof(tok), "%.*s", (int)n, p);
+	while (next_scope(&p, tok, sizeof(tok)))
 		if (!nyx_scope_has(b, tok))
 			return false;
-		p += n;
-	}
 	return true;
 }
 

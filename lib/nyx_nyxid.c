@@ -11,6 +11,14 @@
 #include "nyx_log.h"
 #include "nyx_time.h"
 
+/* "Authorization: Bearer <token>" into a secret (wiped) buffer. */
+static int
+bearer(struct nyx_buf *b, const char *token)
+{
+	b->secret = true;
+	return nyx_buf_printf(b, "Authorization: Bearer %s", token);
+}
+
 int
 nyx_inventory_load(
     struct nyx_inventory *inv, jv services, jv keys, char *why, size_t whysz)
@@ -110,7 +118,7 @@ nyx_nyxid_read_inventory(const struct nyx_nyxid *c, struct nyx_inventory *inv,
 
 	memset(f, 0, sizeof(f));
 	auth.secret = true;
-	if (nyx_buf_printf(&auth, "Authorization: Bearer %s", c->token) < 0) {
+	if (bearer(&auth, c->token) < 0) {
 		fail->verdict = NYX_ROUTE_SOURCE_UNAVAILABLE;
 		fail->exit = NYX_EXIT_OSERR;
 		snprintf(fail->message, sizeof(fail->message), "out of memory");
@@ -189,7 +197,7 @@ nyx_nyxid_users_me(const struct nyx_nyxid *c, struct nyx_read_fail *fail)
 
 	memset(fail, 0, sizeof(*fail));
 	auth.secret = true;
-	if (nyx_buf_printf(&auth, "Authorization: Bearer %s", c->token) < 0) {
+	if (bearer(&auth, c->token) < 0) {
 		fail->exit = NYX_EXIT_OSERR;
 		return -1;
 	}
@@ -239,8 +247,7 @@ nyx_nyxid_write(const struct nyx_nyxid *c, const char *method, const char *path,
 
 	*status = 0;
 	auth.secret = true;
-	if (json == NULL ||
-	    nyx_buf_printf(&auth, "Authorization: Bearer %s", c->token) < 0) {
+	if (json == NULL || bearer(&auth, c->token) < 0) {
 		free(json);
 		return;
 	}

@@ -591,3 +591,24 @@ out:
 		rm_tree(base);
 	return rc;
 }
+
+jv
+nyx_sandbox_output(const struct nyx_sandbox_result *res)
+{
+	jv out = jv_object();
+
+	out = jv_object_set(out, jv_string("stdout"),
+	    jv_string_sized(
+	        res->out.data ? res->out.data : "", (int)res->out.len));
+	out = jv_object_set(out, jv_string("stderr"),
+	    jv_string_sized(
+	        res->err.data ? res->err.data : "", (int)res->err.len));
+	out = jv_object_set(
+	    out, jv_string("exit_code"), jv_number(res->exit_code));
+	out = jv_object_set(out, jv_string("execution_time_ms"),
+	    jv_number((double)res->elapsed_ms));
+	out = jv_object_set(
+	    out, jv_string("stdout_truncated"), jv_bool(res->out_truncated));
+	return jv_object_set(
+	    out, jv_string("stderr_truncated"), jv_bool(res->err_truncated));
+}

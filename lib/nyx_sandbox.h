@@ -22,6 +22,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <jv.h>
+
 #include "nyx_buf.h"
 #include "nyx_err.h"
 
@@ -61,5 +63,11 @@ int nyx_sandbox_run(const struct nyx_sandbox_req *req,
     struct nyx_sandbox_result *res, struct nyx_err *err);
 
 void nyx_sandbox_result_free(struct nyx_sandbox_result *res);
+
+/*
+ * The result as the contract's output object: stdout, stderr, exit_code,
+ * execution_time_ms, stdout_truncated, stderr_truncated.
+ */
+jv nyx_sandbox_output(const struct nyx_sandbox_result *res);
 
 #endif

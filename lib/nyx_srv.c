@@ -162,6 +162,32 @@ answer_view(struct nyx_srv *s, struct answer *a, const char *user, int endpoint)
 	}
 }
 
+/* PUT /user-services/{id} or POST /keys for an authorised caller. */
+static void
+handle_write(struct nyx_srv *s, const char *method, const char *path,
+    const struct req *r, const char *user, struct answer *a)
+{
+	jv doc = nyx_json_parse(r->body.data ? r->body.data : "", r->body.len),
+	   out;
+	int st;
+
+	if (!jv_is_valid(doc)) {
+		jv_free(doc);
+		answer_error(
+		    a, 400, "bad_request", 1000, "Bad request: invalid JSON");
+		return;
+	}
+	a->logged_body = jv_copy(doc);
+	if (strcmp(method, "PUT") == 0)
+		st = nyx_world_update_route(
+		    s->world, user, path + 22, doc, &out);
+	else
+		st = nyx_world_create_key(s->world, user, doc, s->base, &out);
+	if (st == 200)
+		cache_flush(s);
+	answer_json(a, st, out);
+}
+
 /* The NyxID management subset.  Caller holds the lock. */
 static void
 handle_api(struct nyx_srv *s, struct MHD_Connection *c, const char *method,
@@ -170,89 +196,58 @@ handle_api(struct nyx_srv *s, struct MHD_Connection *c, const char *method,
 	struct nyx_principal p;
 	const char *token = request_token(c);
 	bool known = token != NULL && nyx_world_auth(s->world, token, &p) == 0;
+	bool write = (strncmp(path, "/api/v1/user-services/", 22) == 0 &&
+	                 strcmp(method, "PUT") == 0) ||
+	    (strcmp(path, "/api/v1/keys") == 0 && strcmp(method, "POST") == 0);
+	bool read = strcmp(path, "/api/v1/user-services") == 0 ||
+	    strcmp(path, "/api/v1/keys") == 0 ||
+	    strncmp(path, "/api/v1/keys/", 13) == 0 ||
+	    strcmp(path, "/api/v1/users/me") == 0;
 	int status;
 	jv err;
 
 	if (known)
 		note_caller(a, &p);
-	if ((strncmp(path, "/api/v1/user-services/", 22) == 0 &&
-	        strcmp(method, "PUT") == 0) ||
-	    (strcmp(path, "/api/v1/keys") == 0 &&
-	        strcmp(method, "POST") == 0)) {
-		char why[256];
-		jv doc, out;
-		int st;
-
-		if (token != NULL && !known) {
-			answer_error(a, 401, "unauthorized", 1001,
-			    "Unauthorized: Invalid token");
-			return;
-		}
-		if (nyx_world_human_gate(
-		        known ? &p : NULL, method, &status, &err) < 0) {
-			answer_json(a, status, err);
-			return;
-		}
-		doc = nyx_json_parse(
-		    r->body.data ? r->body.data : "", r->body.len);
-		if (!jv_is_valid(doc)) {
-			jv_free(doc);
-			snprintf(why, sizeof(why), "Bad request: invalid JSON");
-			answer_error(a, 400, "bad_request", 1000, why);
-			return;
-		}
-		a->logged_body = jv_copy(doc);
-		if (method[1] == 'U')
-			st = nyx_world_update_route(
-			    s->world, p.user, path + 22, doc, &out);
-		else
-			st = nyx_world_create_key(
-			    s->world, p.user, doc, s->base, &out);
-		if (st == 200)
-			cache_flush(s);
-		answer_json(a, st, out);
+	if (!write && !read) {
+		answer_error(a, 404, "not_found", 1003, "Not found");
 		return;
 	}
-	if (strcmp(path, "/api/v1/user-services") == 0 ||
-	    strcmp(path, "/api/v1/keys") == 0 ||
-	    strncmp(path, "/api/v1/keys/", 13) == 0 ||
-	    strcmp(path, "/api/v1/users/me") == 0) {
-		/* NyxID authenticates and applies its router rules first */
-		if (token != NULL && !known) {
-			answer_error(a, 401, "unauthorized", 1001,
-			    "Unauthorized: Invalid token");
-			return;
-		}
-		if (nyx_world_human_gate(
-		        known ? &p : NULL, method, &status, &err) < 0) {
-			answer_json(a, status, err);
-			return;
-		}
-		if (strcmp(method, "GET") != 0) {
-			a->status = 405;
-			return;
-		}
-		if (strcmp(path, "/api/v1/user-services") == 0)
-			answer_view(s, a, p.user, 0);
-		else if (strcmp(path, "/api/v1/keys") == 0)
-			answer_view(s, a, p.user, 1);
-		else if (strcmp(path, "/api/v1/users/me") == 0)
-			answer_json(a, 200, nyx_world_me(s->world, p.user));
-		else {
-			jv k =
-			    nyx_world_key(s->world, p.user, path + 13, s->base);
-
-			if (jv_is_valid(k))
-				answer_json(a, 200, k);
-			else {
-				jv_free(k);
-				answer_error(a, 404, "not_found", 1003,
-				    "Not found: Key not found");
-			}
-		}
+	/* NyxID authenticates and applies its router rules first */
+	if (token != NULL && !known) {
+		answer_error(a, 401, "unauthorized", 1001,
+		    "Unauthorized: Invalid token");
 		return;
 	}
-	answer_error(a, 404, "not_found", 1003, "Not found");
+	if (nyx_world_human_gate(known ? &p : NULL, method, &status, &err) <
+	    0) {
+		answer_json(a, status, err);
+		return;
+	}
+	if (write) {
+		handle_write(s, method, path, r, p.user, a);
+		return;
+	}
+	if (strcmp(method, "GET") != 0) {
+		a->status = 405;
+		return;
+	}
+	if (strcmp(path, "/api/v1/user-services") == 0) {
+		answer_view(s, a, p.user, 0);
+	} else if (strcmp(path, "/api/v1/keys") == 0) {
+		answer_view(s, a, p.user, 1);
+	} else if (strcmp(path, "/api/v1/users/me") == 0) {
+		answer_json(a, 200, nyx_world_me(s->world, p.user));
+	} else {
+		jv k = nyx_world_key(s->world, p.user, path + 13, s->base);
+
+		if (jv_is_valid(k)) {
+			answer_json(a, 200, k);
+		} else {
+			jv_free(k);
+			answer_error(a, 404, "not_found", 1003,
+			    "Not found: Key not found");
+		}
+	}
 }
 
 /* Parse a YAML or JSON request body. */
