@@ -158,3 +158,20 @@ EOF2
 	[[ $output == *"exit status: 3"* ]]
 	[[ $stderr == *"us-alice"*"selected"* ]]
 }
+
+@test "make install and uninstall honour PREFIX and DESTDIR" {
+	o=$(dirname "$NYX_BIN")
+	[ -f "$o/libnyx.a" ] || skip "not a build directory: $NYX_BIN"
+	d=$BATS_TEST_TMPDIR/dest
+	run -0 env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C "$NYX_ROOT" O="$o" install DESTDIR="$d" PREFIX=/opt/nyx
+	for p in "${PROGS[@]}"; do
+		[ -x "$d/opt/nyx/bin/$p" ]
+		[ -L "$d/opt/nyx/share/bash-completion/completions/$p" ]
+	done
+	[ -f "$d/opt/nyx/share/man/man7/nyx.7" ] && [ -f "$d/opt/nyx/share/man/man8/nyx-sandboxd.8" ]
+	[ -f "$d/opt/nyx/share/zsh/site-functions/_nyx" ]
+	# nothing lands outside DESTDIR/PREFIX
+	[ -z "$(find "$d" -mindepth 1 -maxdepth 1 ! -name opt)" ]
+	run -0 env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C "$NYX_ROOT" O="$o" uninstall DESTDIR="$d" PREFIX=/opt/nyx
+	[ -z "$(find "$d" -type f -o -type l)" ]
+}
