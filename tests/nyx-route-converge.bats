@@ -255,3 +255,13 @@ writes() {
 	run -0 requests
 	[[ $output != *"$ALICE"* ]]
 }
+
+@test "an unreadable token file is 66; a malformed inventory 76, nothing written" {
+	run -66 nyx-route-converge --apply --base-url "$NYX_TEST_BASE" --token-file /nonexistent/token </dev/null
+	jq_ok '.type=="error" and .exit==66'
+	reset_world "$C/personal-drift.yaml"
+	printf 'faults:\n  - {path: /api/v1/keys, status: 200, body: "{\\"keys\\": 7}"}\n' | put_faults
+	run -76 converge "$ALICE" --apply
+	jq_ok '.blocker.code=="CODE_EXECUTION_ROUTE_SOURCE_UNAVAILABLE" and .convergence.outcome=="not_applicable" and .convergence.attempted==false'
+	[ "$(writes)" -eq 0 ]
+}
