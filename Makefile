@@ -22,7 +22,7 @@ endif
 TOOLS := nyx-route-inspect nyx-route-converge code-exec
 DAEMONS := nyx-sandboxd
 PROGS := $(TOOLS) $(DAEMONS)
-PKGS := libcurl yaml-0.1 libcrypto
+PKGS := libcurl yaml-0.1 libcrypto sqlite3
 SRV_PKGS := libmicrohttpd
 
 # Debian 12's libjq 1.6 ships no pkg-config file: fall back to -ljq.
@@ -125,7 +125,7 @@ demo: all
 # ---- dependencies (Debian 12) ----
 DEBS := build-essential pkg-config libcurl4-openssl-dev libjq-dev libonig-dev \
 	libyaml-dev libssl-dev libsqlite3-dev libmicrohttpd-dev bubblewrap \
-	bats bats-assert bats-support jq curl python3 nodejs node-typescript \
+	bats bats-assert bats-support jq curl python3 nodejs node-typescript sqlite3 \
 	mandoc cppcheck \
 	shellcheck clang-format valgrind zsh
 deps:

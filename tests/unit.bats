@@ -17,3 +17,18 @@ load helpers/common
 	run -0 "$NYX_TESTBIN/test_converge"
 	refute_output --partial "not ok"
 }
+
+@test "ledger unit tests against a real SQLite file" {
+	NYX_TEST_TMP=$BATS_TEST_TMPDIR run -0 "$NYX_TESTBIN/test_ledger"
+	refute_output --partial "not ok"
+}
+
+@test "a ledger from a newer schema is refused (73), an older one migrates" {
+	d=$BATS_TEST_TMPDIR/state
+	run -0 "$NYX_TESTBIN/test_ledger" open "$d"
+	[ "$(sqlite3 "$d/ledger.db" 'PRAGMA user_version')" = 1 ]
+	[ "$(sqlite3 "$d/ledger.db" 'PRAGMA journal_mode')" = wal ]
+	sqlite3 "$d/ledger.db" 'PRAGMA user_version = 99'
+	run -73 "$NYX_TESTBIN/test_ledger" open "$d"
+	[[ $output == *ledger_too_new* ]]
+}

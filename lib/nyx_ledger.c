@@ -1,0 +1,498 @@
+#include "nyx_ledger.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "nyx_hash.h"
+
+#define SECRET_MAX (4u * 1024 * 1024)
+
+struct nyx_ledger {
+	sqlite3 *db;
+	char dir[512];
+	char secrets[600];
+};
+
+static const char schema_v1[] =
+    "CREATE TABLE operations ("
+    " handle TEXT PRIMARY KEY,"
+    " user_service_id TEXT NOT NULL, slug TEXT NOT NULL,"
+    " base_url TEXT NOT NULL, language TEXT NOT NULL,"
+    " timeout_secs INTEGER NOT NULL,"
+    " operation_id TEXT NOT NULL DEFAULT '',"
+    " status TEXT NOT NULL, phase TEXT NOT NULL DEFAULT '',"
+    " etag TEXT NOT NULL DEFAULT '',"
+    " created_at_ms INTEGER NOT NULL, expires_at_ms INTEGER NOT NULL,"
+    " next_poll_at_ms INTEGER NOT NULL,"
+    " recovery_until_ms INTEGER NOT NULL DEFAULT 0,"
+    " stop_deadline_ms INTEGER NOT NULL DEFAULT 0,"
+    " retry_delay_ms INTEGER NOT NULL DEFAULT 0,"
+    " terminal INTEGER NOT NULL DEFAULT 0,"
+    " secret_name TEXT NOT NULL, secret_sha256 TEXT NOT NULL,"
+    " lease_owner TEXT, lease_until_ms INTEGER NOT NULL DEFAULT 0);"
+    "CREATE INDEX operations_pending ON operations(terminal, created_at_ms);";
+
+static int
+db_fail(struct nyx_ledger *l, struct nyx_err *err, const char *what)
+{
+	return nyx_err_set(err, NYX_EXIT_CANTCREAT, "ledger_failed",
+	    "the ledger in %s: %s: %s", l->dir, what,
+	    l->db ? sqlite3_errmsg(l->db) : "cannot open");
+}
+
+/* An existing directory must be ours and closed to others; else make it. */
+static int
+ensure_dir(const char *path, struct nyx_err *err)
+{
+	struct stat st;
+
+	if (mkdir(path, 0700) == 0)
+		return 0;
+	if (errno != EEXIST)
+		return nyx_err_set(err, NYX_EXIT_CANTCREAT, "state_dir_failed",
+		    "cannot create %s: %s", path, strerror(errno));
+	if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+		return nyx_err_set(err, NYX_EXIT_CANTCREAT, "state_dir_failed",
+		    "%s is not a directory", path);
+	if (st.st_uid != geteuid() || (st.st_mode & 077) != 0)
+		return nyx_err_set(err, NYX_EXIT_CANTCREAT,
+		    "state_dir_permissions",
+		    "%s must be a directory of yours with mode 0700 (chmod "
+		    "700 it)",
+		    path);
+	return 0;
+}
+
+static int
+exec_sql(struct nyx_ledger *l, const char *sql, struct nyx_err *err)
+{
+	if (sqlite3_exec(l->db, sql, NULL, NULL, NULL) != SQLITE_OK)
+		return db_fail(l, err, "schema");
+	return 0;
+}
+
+static int
+user_version(struct nyx_ledger *l, int *v)
+{
+	sqlite3_stmt *st;
+	int rc = -1;
+
+	if (sqlite3_prepare_v2(l->db, "PRAGMA user_version", -1, &st, NULL) !=
+	    SQLITE_OK)
+		return -1;
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		*v = sqlite3_column_int(st, 0);
+		rc = 0;
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/* Bring the schema to NYX_LEDGER_SCHEMA, one version at a time. */
+static int
+migrate(struct nyx_ledger *l, struct nyx_err *err)
+{
+	int v = 0;
+
+	if (user_version(l, &v) < 0)
+		return db_fail(l, err, "reading the schema version");
+	if (v > NYX_LEDGER_SCHEMA)
+		return nyx_err_set(err, NYX_EXIT_CANTCREAT, "ledger_too_new",
+		    "the ledger in %s has schema %d; this build knows %d",
+		    l->dir, v, NYX_LEDGER_SCHEMA);
+	if (v == 0) {
+		if (exec_sql(l, "BEGIN IMMEDIATE", err) < 0)
+			return -1;
+		if (exec_sql(l, schema_v1, err) < 0 ||
+		    exec_sql(l, "PRAGMA user_version = 1", err) < 0) {
+			sqlite3_exec(l->db, "ROLLBACK", NULL, NULL, NULL);
+			return -1;
+		}
+		if (exec_sql(l, "COMMIT", err) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+int
+nyx_ledger_open(
+    const char *state_dir, struct nyx_ledger **out, struct nyx_err *err)
+{
+	struct nyx_ledger *l = calloc(1, sizeof(*l));
+	char path[700];
+
+	*out = NULL;
+	if (l == NULL)
+		return nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
+	snprintf(l->dir, sizeof(l->dir), "%s", state_dir);
+	snprintf(l->secrets, sizeof(l->secrets), "%s/secrets", state_dir);
+	snprintf(path, sizeof(path), "%s/ledger.db", state_dir);
+	if (ensure_dir(l->dir, err) < 0 || ensure_dir(l->secrets, err) < 0)
+		goto fail;
+	if (sqlite3_open_v2(path, &l->db,
+	        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+	        NULL) != SQLITE_OK) {
+		db_fail(l, err, "open");
+		goto fail;
+	}
+	chmod(path, 0600);
+	sqlite3_busy_timeout(l->db, 5000);
+	if (exec_sql(l, "PRAGMA journal_mode = WAL", err) < 0 ||
+	    exec_sql(l, "PRAGMA synchronous = FULL", err) < 0 ||
+	    migrate(l, err) < 0)
+		goto fail;
+	*out = l;
+	return 0;
+fail:
+	nyx_ledger_close(l);
+	return -1;
+}
+
+void
+nyx_ledger_close(struct nyx_ledger *l)
+{
+	if (l == NULL)
+		return;
+	sqlite3_close(l->db);
+	free(l);
+}
+
+int
+nyx_ledger_new_handle(char out[32])
+{
+	char hex[25];
+
+	if (nyx_random_hex(hex, 12) < 0)
+		return -1;
+	snprintf(out, 32, "h-%s", hex);
+	return 0;
+}
+
+/* Write the secret file durably: temp file, fsync, rename, fsync dir. */
+static int
+write_secret(struct nyx_ledger *l, const char *name, const char *data, size_t n,
+    struct nyx_err *err)
+{
+	char path[800], tmp[820];
+	int fd, dfd;
+	size_t off = 0;
+
+	snprintf(path, sizeof(path), "%s/%s", l->secrets, name);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return nyx_err_set(err, NYX_EXIT_CANTCREAT,
+		    "secret_write_failed", "cannot write secret material: %s",
+		    strerror(errno));
+	while (off < n) {
+		ssize_t w = write(fd, data + off, n - off);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			break;
+		off += (size_t)w;
+	}
+	if (off != n || fsync(fd) < 0 || close(fd) < 0 ||
+	    rename(tmp, path) < 0) {
+		int e = errno;
+
+		unlink(tmp);
+		return nyx_err_set(err, NYX_EXIT_CANTCREAT,
+		    "secret_write_failed", "cannot write secret material: %s",
+		    strerror(e));
+	}
+	dfd = open(l->secrets, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		fsync(dfd);
+		close(dfd);
+	}
+	return 0;
+}
+
+static void
+bind_text(sqlite3_stmt *st, int i, const char *s)
+{
+	sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT);
+}
+
+int
+nyx_ledger_insert(struct nyx_ledger *l, struct nyx_op *op, const char *secret,
+    size_t secret_len, struct nyx_err *err)
+{
+	static const char sql[] =
+	    "INSERT INTO operations (handle, user_service_id, slug, "
+	    "base_url, language, timeout_secs, operation_id, status, phase, "
+	    "etag, created_at_ms, expires_at_ms, next_poll_at_ms, "
+	    "recovery_until_ms, stop_deadline_ms, retry_delay_ms, terminal, "
+	    "secret_name, secret_sha256) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
+	    "?,?,?,?,?)";
+	sqlite3_stmt *st = NULL;
+	char path[800];
+	int rc;
+
+	snprintf(op->secret_name, sizeof(op->secret_name), "%s", op->handle);
+	if (nyx_sha256_hex(secret, secret_len, op->secret_sha256) < 0)
+		return nyx_err_set(
+		    err, NYX_EXIT_SOFTWARE, "hash_failed", "SHA-256 failed");
+	/* the material first: a row never names a file that is not there */
+	if (write_secret(l, op->secret_name, secret, secret_len, err) < 0)
+		return -1;
+	if (sqlite3_prepare_v2(l->db, sql, -1, &st, NULL) != SQLITE_OK) {
+		rc = db_fail(l, err, "insert");
+		goto undo;
+	}
+	bind_text(st, 1, op->handle);
+	bind_text(st, 2, op->user_service_id);
+	bind_text(st, 3, op->slug);
+	bind_text(st, 4, op->base_url);
+	bind_text(st, 5, op->language);
+	sqlite3_bind_int(st, 6, op->timeout_secs);
+	bind_text(st, 7, op->operation_id);
+	bind_text(st, 8, op->status);
+	bind_text(st, 9, op->phase);
+	bind_text(st, 10, op->etag);
+	sqlite3_bind_int64(st, 11, op->created_at_ms);
+	sqlite3_bind_int64(st, 12, op->expires_at_ms);
+	sqlite3_bind_int64(st, 13, op->next_poll_at_ms);
+	sqlite3_bind_int64(st, 14, op->recovery_until_ms);
+	sqlite3_bind_int64(st, 15, op->stop_deadline_ms);
+	sqlite3_bind_int64(st, 16, op->retry_delay_ms);
+	sqlite3_bind_int(st, 17, op->terminal);
+	bind_text(st, 18, op->secret_name);
+	bind_text(st, 19, op->secret_sha256);
+	if (sqlite3_step(st) != SQLITE_DONE) {
+		rc = db_fail(l, err, "insert");
+		goto undo;
+	}
+	sqlite3_finalize(st);
+	return 0;
+undo:
+	sqlite3_finalize(st);
+	snprintf(path, sizeof(path), "%s/%s", l->secrets, op->secret_name);
+	unlink(path);
+	return rc;
+}
+
+static void
+col_text(sqlite3_stmt *st, int i, char *dst, size_t n)
+{
+	const unsigned char *v = sqlite3_column_text(st, i);
+
+	snprintf(dst, n, "%s", v ? (const char *)v : "");
+}
+
+int
+nyx_ledger_get(struct nyx_ledger *l, const char *handle, struct nyx_op *op,
+    struct nyx_err *err)
+{
+	static const char sql[] =
+	    "SELECT handle, user_service_id, slug, base_url, language, "
+	    "timeout_secs, operation_id, status, phase, etag, created_at_ms, "
+	    "expires_at_ms, next_poll_at_ms, recovery_until_ms, "
+	    "stop_deadline_ms, retry_delay_ms, terminal, secret_name, "
+	    "secret_sha256 FROM operations WHERE handle = ?";
+	sqlite3_stmt *st;
+	int rc;
+
+	if (sqlite3_prepare_v2(l->db, sql, -1, &st, NULL) != SQLITE_OK)
+		return db_fail(l, err, "read");
+	bind_text(st, 1, handle);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		memset(op, 0, sizeof(*op));
+		col_text(st, 0, op->handle, sizeof(op->handle));
+		col_text(
+		    st, 1, op->user_service_id, sizeof(op->user_service_id));
+		col_text(st, 2, op->slug, sizeof(op->slug));
+		col_text(st, 3, op->base_url, sizeof(op->base_url));
+		col_text(st, 4, op->language, sizeof(op->language));
+		op->timeout_secs = sqlite3_column_int(st, 5);
+		col_text(st, 6, op->operation_id, sizeof(op->operation_id));
+		col_text(st, 7, op->status, sizeof(op->status));
+		col_text(st, 8, op->phase, sizeof(op->phase));
+		col_text(st, 9, op->etag, sizeof(op->etag));
+		op->created_at_ms = sqlite3_column_int64(st, 10);
+		op->expires_at_ms = sqlite3_column_int64(st, 11);
+		op->next_poll_at_ms = sqlite3_column_int64(st, 12);
+		op->recovery_until_ms = sqlite3_column_int64(st, 13);
+		op->stop_deadline_ms = sqlite3_column_int64(st, 14);
+		op->retry_delay_ms = (long)sqlite3_column_int64(st, 15);
+		op->terminal = sqlite3_column_int(st, 16) != 0;
+		col_text(st, 17, op->secret_name, sizeof(op->secret_name));
+		col_text(st, 18, op->secret_sha256, sizeof(op->secret_sha256));
+		sqlite3_finalize(st);
+		return 1;
+	}
+	sqlite3_finalize(st);
+	if (rc == SQLITE_DONE)
+		return 0;
+	return db_fail(l, err, "read");
+}
+
+int
+nyx_ledger_update(
+    struct nyx_ledger *l, const struct nyx_op *op, struct nyx_err *err)
+{
+	static const char sql[] =
+	    "UPDATE operations SET operation_id = ?, status = ?, phase = ?, "
+	    "etag = ?, expires_at_ms = ?, next_poll_at_ms = ?, "
+	    "recovery_until_ms = ?, stop_deadline_ms = ?, retry_delay_ms = ?, "
+	    "terminal = ? WHERE handle = ?";
+	sqlite3_stmt *st;
+	int rc;
+
+	if (sqlite3_prepare_v2(l->db, sql, -1, &st, NULL) != SQLITE_OK)
+		return db_fail(l, err, "update");
+	bind_text(st, 1, op->operation_id);
+	bind_text(st, 2, op->status);
+	bind_text(st, 3, op->phase);
+	bind_text(st, 4, op->etag);
+	sqlite3_bind_int64(st, 5, op->expires_at_ms);
+	sqlite3_bind_int64(st, 6, op->next_poll_at_ms);
+	sqlite3_bind_int64(st, 7, op->recovery_until_ms);
+	sqlite3_bind_int64(st, 8, op->stop_deadline_ms);
+	sqlite3_bind_int64(st, 9, op->retry_delay_ms);
+	sqlite3_bind_int(st, 10, op->terminal);
+	bind_text(st, 11, op->handle);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		return db_fail(l, err, "update");
+	if (sqlite3_changes(l->db) != 1)
+		return nyx_err_set(err, NYX_EXIT_DATAERR, "operation_unknown",
+		    "no operation %s in the ledger", op->handle);
+	return 0;
+}
+
+void
+nyx_ledger_free_list(char **list)
+{
+	size_t i;
+
+	for (i = 0; list != NULL && list[i] != NULL; i++)
+		free(list[i]);
+	free(list);
+}
+
+int
+nyx_ledger_list(
+    struct nyx_ledger *l, bool pending_only, char ***out, struct nyx_err *err)
+{
+	const char *sql = pending_only
+	    ? "SELECT handle FROM operations WHERE terminal = 0 "
+	      "ORDER BY created_at_ms, handle"
+	    : "SELECT handle FROM operations ORDER BY created_at_ms, handle";
+	sqlite3_stmt *st;
+	char **v = NULL;
+	size_t n = 0, cap = 0;
+	int rc;
+
+	*out = NULL;
+	if (sqlite3_prepare_v2(l->db, sql, -1, &st, NULL) != SQLITE_OK)
+		return db_fail(l, err, "list");
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (n + 2 > cap) {
+			char **nv;
+
+			cap = cap ? cap * 2 : 16;
+			nv = realloc(v, cap * sizeof(*v));
+			if (nv == NULL)
+				break;
+			v = nv;
+		}
+		v[n] = strdup((const char *)sqlite3_column_text(st, 0));
+		v[++n] = NULL;
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE) {
+		nyx_ledger_free_list(v);
+		return db_fail(l, err, "list");
+	}
+	if (v == NULL)
+		v = calloc(1, sizeof(*v));
+	*out = v;
+	return v ? 0 : nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
+}
+
+int
+nyx_ledger_read_secret(struct nyx_ledger *l, const struct nyx_op *op,
+    struct nyx_buf *out, struct nyx_err *err)
+{
+	char path[800], got[NYX_SHA256_HEX];
+
+	if (op->secret_name[0] == '\0' ||
+	    strchr(op->secret_name, '/') != NULL || op->secret_name[0] == '.')
+		return nyx_err_set(err, NYX_EXIT_DATAERR, "secret_invalid",
+		    "operation %s names no valid secret file", op->handle);
+	snprintf(path, sizeof(path), "%s/%s", l->secrets, op->secret_name);
+	nyx_buf_init(out, SECRET_MAX);
+	out->secret = true;
+	if (nyx_buf_read_file(out, path) < 0) {
+		nyx_buf_free(out);
+		return nyx_err_set(err, NYX_EXIT_DATAERR, "secret_missing",
+		    "the secret material of %s is missing or unreadable",
+		    op->handle);
+	}
+	if (nyx_sha256_hex(out->data ? out->data : "", out->len, got) < 0 ||
+	    strcmp(got, op->secret_sha256) != 0) {
+		nyx_buf_free(out);
+		return nyx_err_set(err, NYX_EXIT_DATAERR, "secret_tampered",
+		    "the secret material of %s does not match its digest; it "
+		    "will not be used",
+		    op->handle);
+	}
+	return 0;
+}
+
+int
+nyx_ledger_claim(struct nyx_ledger *l, const char *handle, const char *owner,
+    int64_t now_ms, int64_t lease_ms, struct nyx_err *err)
+{
+	/* one conditional UPDATE: free, ours, or abandoned (expired) */
+	static const char sql[] =
+	    "UPDATE operations SET lease_owner = ?, lease_until_ms = ? "
+	    "WHERE handle = ? AND (lease_owner IS NULL OR lease_owner = ? "
+	    "OR lease_until_ms < ?)";
+	sqlite3_stmt *st;
+	int rc;
+
+	if (sqlite3_prepare_v2(l->db, sql, -1, &st, NULL) != SQLITE_OK)
+		return db_fail(l, err, "claim");
+	bind_text(st, 1, owner);
+	sqlite3_bind_int64(st, 2, now_ms + lease_ms);
+	bind_text(st, 3, handle);
+	bind_text(st, 4, owner);
+	sqlite3_bind_int64(st, 5, now_ms);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		return db_fail(l, err, "claim");
+	return sqlite3_changes(l->db) == 1 ? 1 : 0;
+}
+
+int
+nyx_ledger_release(struct nyx_ledger *l, const char *handle, const char *owner,
+    struct nyx_err *err)
+{
+	static const char sql[] =
+	    "UPDATE operations SET lease_owner = NULL, lease_until_ms = 0 "
+	    "WHERE handle = ? AND lease_owner = ?";
+	sqlite3_stmt *st;
+	int rc;
+
+	if (sqlite3_prepare_v2(l->db, sql, -1, &st, NULL) != SQLITE_OK)
+		return db_fail(l, err, "release");
+	bind_text(st, 1, handle);
+	bind_text(st, 2, owner);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : db_fail(l, err, "release");
+}

@@ -1,0 +1,106 @@
+/*
+ * nyx_ledger: the durable state of code-exec and exec-status
+ * (PRODUCT.md section 10).  The only file that includes SQLite.
+ *
+ * $STATE_DIR (mode 0700) holds ledger.db (SQLite in WAL mode) and
+ * secrets/ (0700).  An operation's source and raw idempotency key live
+ * only in a secrets/ file (0600, written and fsync'd before the row that
+ * names it), referenced from the ledger by file name and SHA-256, and
+ * verified against that digest before use: the ledger itself never holds
+ * a credential, source or raw key.
+ *
+ * Two processes never act on one operation at once: nyx_ledger_claim()
+ * takes a lease (owner, expiry) with one conditional UPDATE; a lease that
+ * expired may be taken over (its holder crashed).  The schema is
+ * versioned (PRAGMA user_version) and migrated on open.
+ *
+ * Functions return 0 / -1 with err (73 for the state directory or the
+ * database, 65 for tampered secret material).
+ */
+#ifndef NYX_LEDGER_H
+#define NYX_LEDGER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nyx_buf.h"
+#include "nyx_err.h"
+
+#define NYX_LEDGER_SCHEMA 1
+
+struct nyx_ledger;
+
+/* One durable operation, as the ledger stores it. */
+struct nyx_op {
+	char handle[32]; /* "h-" + 24 hex: the ledger's name */
+	char user_service_id[160];
+	char slug[160];
+	char base_url[512];
+	char language[16];
+	int timeout_secs;
+	char operation_id[80]; /* the provider's id; "" before a receipt */
+	char status[32]; /* provider status, or "submitting" */
+	char phase[32];
+	char etag[256];
+	int64_t created_at_ms;
+	int64_t expires_at_ms; /* only ever shrinks */
+	int64_t next_poll_at_ms;
+	int64_t recovery_until_ms; /* uncertain-submit window */
+	int64_t stop_deadline_ms; /* 0: no stop requested */
+	long retry_delay_ms;
+	bool terminal;
+	char secret_name[64]; /* file under secrets/ */
+	char secret_sha256[65];
+};
+
+/* Open (creating the directory 0700 and the schema as needed). */
+int nyx_ledger_open(
+    const char *state_dir, struct nyx_ledger **out, struct nyx_err *err);
+void nyx_ledger_close(struct nyx_ledger *l);
+
+/* A fresh handle, "h-" + 24 hex. */
+int nyx_ledger_new_handle(char out[32]);
+
+/*
+ * Record an operation with its secret material (source and key), the
+ * secret file first: after a crash either nothing or a complete record
+ * with verified material exists.  Fills op->secret_name/secret_sha256.
+ */
+int nyx_ledger_insert(struct nyx_ledger *l, struct nyx_op *op,
+    const char *secret, size_t secret_len, struct nyx_err *err);
+
+/* Read an operation by handle: 1 found, 0 not found, -1 error. */
+int nyx_ledger_get(struct nyx_ledger *l, const char *handle, struct nyx_op *op,
+    struct nyx_err *err);
+
+/* Persist every mutable field of op (by handle). */
+int nyx_ledger_update(
+    struct nyx_ledger *l, const struct nyx_op *op, struct nyx_err *err);
+
+/*
+ * The handles of the operations (only the non-terminal ones when
+ * pending_only), oldest first, as a NULL-terminated heap array of heap
+ * strings (free with nyx_ledger_free_list).
+ */
+int nyx_ledger_list(
+    struct nyx_ledger *l, bool pending_only, char ***out, struct nyx_err *err);
+void nyx_ledger_free_list(char **list);
+
+/*
+ * The secret material of op, verified against its SHA-256 (a missing or
+ * altered file is 65).  out is a secret buffer.
+ */
+int nyx_ledger_read_secret(struct nyx_ledger *l, const struct nyx_op *op,
+    struct nyx_buf *out, struct nyx_err *err);
+
+/*
+ * Take the lease on an operation for owner until now + lease_ms: 1 taken
+ * (or renewed), 0 held by another live owner, -1 error.
+ */
+int nyx_ledger_claim(struct nyx_ledger *l, const char *handle,
+    const char *owner, int64_t now_ms, int64_t lease_ms, struct nyx_err *err);
+int nyx_ledger_release(struct nyx_ledger *l, const char *handle,
+    const char *owner, struct nyx_err *err);
+
+#endif
