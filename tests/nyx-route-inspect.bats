@@ -270,6 +270,14 @@ inspect() {
 	[[ $(last_line | jq -r .blocker.message) == *"GET /api/v1/keys timed out"* ]]
 }
 
+@test "a redirect is never followed (76), and its Location never requested" {
+	reset_world "$R/compliant.yaml"
+	printf 'faults:\n  - {path: /api/v1/keys, status: 302, headers: {Location: "%s/api/v1/users/me"}, body: ""}\n' "$NYX_TEST_BASE" | put_faults
+	run -76 inspect "$ALICE"
+	jq_ok '.blocker.http_status==302'
+	[ "$(requests | jq -r .path | paste -sd,)" = "/api/v1/user-services,/api/v1/keys" ]
+}
+
 @test "a delay within the bound lets the request through" {
 	reset_world "$R/compliant.yaml"
 	printf 'faults:\n  - {path: /api/v1/keys, delay_ms: 300}\n' | put_faults
