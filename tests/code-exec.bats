@@ -432,3 +432,19 @@ EOF2
 	run -0 cat "$SANDBOXD_DIR/stderr"
 	[[ $output != *SOURCE-MARKER* && $output != *"$ALICE_AGENT"* && $output != *"$ALICE"* ]]
 }
+
+@test "inside a sandboxed program: NYXID_BASE_URL and NYXID_API_KEY are the fallbacks" {
+	admission >"$BATS_TEST_TMPDIR/adm"
+	clear_requests
+	# an Agent Key from NYXID_API_KEY is the execution credential
+	NYXID_BASE_URL=$NYX_TEST_BASE NYXID_API_KEY=$ALICE_AGENT run -0 code-exec --sync -l bash -e 'echo via-env' <"$BATS_TEST_TMPDIR/adm"
+	jq_ok '.output.stdout=="via-env\n"'
+	run -0 requests
+	printf '%s\n' "$output" | jq -e '.kind=="agent_key"'
+	# but it is not source-readable: no inventory read without an admission
+	NYXID_BASE_URL=$NYX_TEST_BASE NYXID_API_KEY=$ALICE_AGENT run -77 code-exec --sync -l bash -e x </dev/null
+	jq_ok '.blocker.code=="CODE_EXECUTION_SOURCE_CREDENTIAL_REQUIRED"'
+	# NYX_BASE_URL wins over NYXID_BASE_URL
+	NYX_BASE_URL=http://127.0.0.1:1 NYXID_BASE_URL=$NYX_TEST_BASE run -65 code-exec --sync --token-file "$ALICE_TOK" -l bash -e x <"$BATS_TEST_TMPDIR/adm"
+	jq_ok '.code=="admission_base_url_mismatch"'
+}

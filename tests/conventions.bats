@@ -175,3 +175,14 @@ EOF2
 	run -0 env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C "$NYX_ROOT" O="$o" uninstall DESTDIR="$d" PREFIX=/opt/nyx
 	[ -z "$(find "$d" -type f -o -type l)" ]
 }
+
+@test "--timeout takes whole seconds 1..3600 on every network tool (64)" {
+	for t in 0 abc 3601 1.5; do
+		run -64 nyx-route-inspect --timeout "$t" --base-url http://127.0.0.1:1
+		jq_ok '.code=="timeout_invalid" and .exit==64'
+		run -64 nyx-route-converge --timeout "$t" --base-url http://127.0.0.1:1 </dev/null
+		jq_ok '.code=="timeout_invalid"'
+		run -64 code-exec --sync --timeout "$t" --base-url http://127.0.0.1:1 -l bash -e x </dev/null
+		jq_ok '.code=="timeout_invalid"'
+	done
+}
