@@ -23,6 +23,8 @@ enum {
 	OPT_PORT_FILE,
 	OPT_FAULTS,
 	OPT_CONTROL,
+	OPT_STORE,
+	OPT_RETENTION,
 };
 
 struct opts {
@@ -31,6 +33,8 @@ struct opts {
 	const char *port_file;
 	const char *faults;
 	bool control;
+	const char *store;
+	long retention;
 };
 
 static const struct option longopts[] = {
@@ -39,6 +43,8 @@ static const struct option longopts[] = {
     {"port-file", required_argument, NULL, OPT_PORT_FILE},
     {"faults", required_argument, NULL, OPT_FAULTS},
     {"control", no_argument, NULL, OPT_CONTROL},
+    {"store", required_argument, NULL, OPT_STORE},
+    {"retention", required_argument, NULL, OPT_RETENTION},
     {NULL, 0, NULL, 0},
 };
 
@@ -63,6 +69,19 @@ on_opt(int c, const char *arg, void *ctx)
 	case OPT_CONTROL:
 		o->control = true;
 		break;
+	case OPT_STORE:
+		o->store = arg;
+		break;
+	case OPT_RETENTION: {
+		char *end;
+
+		errno = 0;
+		o->retention = strtol(arg, &end, 10);
+		if (errno != 0 || end == arg || *end != '\0' ||
+		    o->retention < 1 || o->retention > 30L * 86400)
+			nyx_cli_usage("--retention takes seconds, 1..2592000");
+		break;
+	}
 	default:
 		return -1;
 	}
@@ -71,7 +90,7 @@ on_opt(int c, const char *arg, void *ctx)
 
 static const struct nyx_cli_spec spec = {
     "--world FILE [--listen HOST:PORT] [--port-file FILE] [--faults FILE] "
-    "[--control] [common options]",
+    "[--store FILE] [--retention SECS] [--control] [common options]",
     "      --world FILE        principals, orgs, routes and key facts "
     "(YAML)\n"
     "      --listen HOST:PORT  address to serve on (default 127.0.0.1:0)\n"
@@ -79,6 +98,9 @@ static const struct nyx_cli_spec spec = {
     "listening\n"
     "      --faults FILE       fault plan (YAML) applied to every "
     "endpoint\n"
+    "      --store FILE        keep durable operations in FILE (SQLite),\n"
+    "                          across restarts\n"
+    "      --retention SECS    how long an operation lives (default 86400)\n"
     "      --control           enable the /_nyx/ control endpoints\n",
     0,
     "",
@@ -140,7 +162,7 @@ run(const struct opts *o, struct nyx_err *err)
 	sigaddset(&set, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	srv = nyx_srv_start(o->listen ? o->listen : "127.0.0.1:0", world,
-	    faults, o->control, err);
+	    faults, o->control, o->store, o->retention, err);
 	if (srv == NULL)
 		return -1;
 	if (o->port_file != NULL &&

@@ -1,6 +1,7 @@
 #include "nyx_chronod.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,8 @@
 #include "nyx_err.h"
 #include "nyx_hash.h"
 #include "nyx_json.h"
+#include "nyx_ledger.h"
+#include "nyx_log.h"
 #include "nyx_sandbox.h"
 #include "nyx_time.h"
 
@@ -119,10 +122,13 @@ delegation_claims(const char *token)
 	return c;
 }
 
-/* 0 when the delegation token grants `scope`, else the answer is set. */
+/*
+ * 0 when the delegation token grants `scope` (its user into owner, when
+ * given), else the answer is set.
+ */
 static int
 check_delegation(const struct nyx_chronod_req *rq, const char *scope,
-    struct nyx_chronod_resp *rs)
+    char *owner, size_t ownersz, struct nyx_chronod_resp *rs)
 {
 	jv c = delegation_claims(rq->delegation), exp, act;
 	int rc = -1;
@@ -140,6 +146,10 @@ check_delegation(const struct nyx_chronod_req *rq, const char *scope,
 		    "The delegation token does not grant this operation.");
 	else
 		rc = 0;
+	if (rc == 0 && owner != NULL)
+		snprintf(owner, ownersz, "%s",
+		    nyx_json_peek_str(c, "sub") ? nyx_json_peek_str(c, "sub")
+		                                : "");
 	jv_free(exp);
 	jv_free(act);
 	jv_free(c);
@@ -220,7 +230,7 @@ execute(const struct nyx_chronod_req *rq, struct nyx_chronod_resp *rs)
 	char **extra = NULL;
 	double t;
 
-	if (check_delegation(rq, "sandbox:execute", rs) < 0)
+	if (check_delegation(rq, "sandbox:execute", NULL, 0, rs) < 0)
 		return;
 	body = nyx_json_parse(rq->body ? rq->body : "", rq->body_len);
 	lang = nyx_json_get(body, "language");
@@ -295,9 +305,576 @@ out:
 	jv_free(env);
 }
 
+/* ---- durable executions ---- */
+
+#define STORE_ID_LEN 35
+
+struct exec {
+	char id[40];
+	char owner[128];
+	char key[160];
+	char body_sha[NYX_SHA256_HEX];
+	char *language;
+	char *script;
+	int timeout_secs;
+	char status[24];
+	char phase[24];
+	int64_t version;
+	bool cancel_requested;
+	volatile int cancel;
+	int64_t created, updated, expires, terminal_at;
+	jv result; /* the retained result, or invalid */
+	char *base_url;
+	char *api_key; /* a forwarded Agent Key for the program, or NULL */
+	struct nyx_chronod *cd; /* the owner of the table */
+	struct exec *next;
+};
+
+struct nyx_chronod {
+	pthread_mutex_t mu;
+	pthread_cond_t idle;
+	struct exec *execs;
+	int running;
+	long retention_s;
+	struct nyx_store *store;
+};
+
+static bool
+terminal_status(const char *s)
+{
+	return strcmp(s, "succeeded") == 0 || strcmp(s, "failed") == 0 ||
+	    strcmp(s, "cancelled") == 0 || strcmp(s, "outcome_uncertain") == 0;
+}
+
+static jv
+time_jv(int64_t ms)
+{
+	char t[NYX_TIME_STRLEN];
+
+	if (ms <= 0)
+		return jv_null();
+	nyx_time_format(ms, t);
+	return jv_string(t);
+}
+
+/* The whole record, as persisted. */
+static jv
+exec_doc(const struct exec *e)
+{
+	jv d = jv_object();
+
+	d = jv_object_set(d, jv_string("operation_id"), jv_string(e->id));
+	d = jv_object_set(d, jv_string("owner"), jv_string(e->owner));
+	d = jv_object_set(d, jv_string("key"), jv_string(e->key));
+	d = jv_object_set(d, jv_string("body_sha256"), jv_string(e->body_sha));
+	d = jv_object_set(d, jv_string("language"), jv_string(e->language));
+	d = jv_object_set(d, jv_string("script"), jv_string(e->script));
+	d = jv_object_set(
+	    d, jv_string("timeout_secs"), jv_number(e->timeout_secs));
+	d = jv_object_set(d, jv_string("status"), jv_string(e->status));
+	d = jv_object_set(d, jv_string("phase"), jv_string(e->phase));
+	d = jv_object_set(
+	    d, jv_string("version"), jv_number((double)e->version));
+	d = jv_object_set(
+	    d, jv_string("cancel_requested"), jv_bool(e->cancel_requested));
+	d = jv_object_set(
+	    d, jv_string("created_ms"), jv_number((double)e->created));
+	d = jv_object_set(
+	    d, jv_string("updated_ms"), jv_number((double)e->updated));
+	d = jv_object_set(
+	    d, jv_string("expires_ms"), jv_number((double)e->expires));
+	d = jv_object_set(
+	    d, jv_string("terminal_ms"), jv_number((double)e->terminal_at));
+	return jv_object_set(d, jv_string("result"),
+	    jv_is_valid(e->result) ? jv_copy(e->result) : jv_null());
+}
+
+/* Persist a record (caller holds the lock). */
+static void
+save(struct nyx_chronod *cd, const struct exec *e)
+{
+	struct nyx_err err = NYX_ERR_ZERO;
+	char *doc;
+
+	if (cd->store == NULL)
+		return;
+	doc = nyx_json_dump(exec_doc(e));
+	if (doc == NULL || nyx_store_put(cd->store, e->id, doc, &err) < 0)
+		nyx_log(
+		    NYX_LOG_WARN, "cannot persist %s: %s", e->id, err.message);
+	free(doc);
+}
+
+/* A change of state: a new version, persisted. Caller holds the lock. */
+static void
+advance(struct nyx_chronod *cd, struct exec *e, const char *status,
+    const char *phase)
+{
+	snprintf(e->status, sizeof(e->status), "%s", status);
+	snprintf(e->phase, sizeof(e->phase), "%s", phase);
+	e->version++;
+	e->updated = nyx_now_ms();
+	if (terminal_status(status) && e->terminal_at == 0)
+		e->terminal_at = e->updated;
+	save(cd, e);
+}
+
+static jv
+snapshot(const struct exec *e)
+{
+	jv d = jv_object();
+	bool term = terminal_status(e->status);
+
+	d = jv_object_set(d, jv_string("operation_id"), jv_string(e->id));
+	d = jv_object_set(d, jv_string("status"), jv_string(e->status));
+	d = jv_object_set(d, jv_string("phase"), jv_string(e->phase));
+	d = jv_object_set(d, jv_string("cleanup_status"),
+	    jv_string(term ? "complete" : "not_started"));
+	d = jv_object_set(
+	    d, jv_string("version"), jv_number((double)e->version));
+	d = jv_object_set(
+	    d, jv_string("cancel_requested"), jv_bool(e->cancel_requested));
+	d = jv_object_set(d, jv_string("result_available"),
+	    jv_bool(term && jv_is_valid(e->result)));
+	d = jv_object_set(d, jv_string("created_at"), time_jv(e->created));
+	d = jv_object_set(d, jv_string("updated_at"), time_jv(e->updated));
+	d = jv_object_set(d, jv_string("expires_at"), time_jv(e->expires));
+	return jv_object_set(
+	    d, jv_string("terminal_at"), time_jv(e->terminal_at));
+}
+
+static void
+exec_free(struct exec *e)
+{
+	free(e->language);
+	free(e->script);
+	free(e->base_url);
+	if (e->api_key != NULL) {
+		nyx_secure_zero(e->api_key, strlen(e->api_key));
+		free(e->api_key);
+	}
+	jv_free(e->result);
+	free(e);
+}
+
+static jv
+failure(const char *code, const char *phase)
+{
+	jv e = jv_object(), r = jv_object();
+
+	e = jv_object_set(e, jv_string("code"), jv_string(code));
+	if (phase != NULL)
+		e = jv_object_set(e, jv_string("phase"), jv_string(phase));
+	r = jv_object_set(r, jv_string("success"), jv_false());
+	return jv_object_set(r, jv_string("error"), e);
+}
+
+/* One operation's run, on its own thread. */
+static void *
+run_exec(void *arg)
+{
+	struct exec *e = arg;
+	struct nyx_chronod *cd;
+	struct nyx_sandbox_req sr;
+	struct nyx_sandbox_result res;
+	struct nyx_err err = NYX_ERR_ZERO;
+	jv result;
+	int rc;
+
+	cd = e->cd;
+	pthread_mutex_lock(&cd->mu);
+	if (e->cancel_requested) {
+		e->result = failure("EXECUTION_CANCELLED", "queued");
+		advance(cd, e, "cancelled", "complete");
+		goto done;
+	}
+	advance(cd, e, "provisioning", "sandbox_create");
+	advance(cd, e, "running", "execute");
+	pthread_mutex_unlock(&cd->mu);
+
+	memset(&sr, 0, sizeof(sr));
+	sr.language = e->language;
+	sr.source = e->script;
+	sr.source_len = strlen(e->script);
+	sr.timeout_secs = e->timeout_secs;
+	sr.nyxid_api_key = e->api_key;
+	sr.nyxid_base_url = e->api_key ? e->base_url : NULL;
+	sr.cancel = &e->cancel;
+	rc = nyx_sandbox_run(&sr, &res, &err);
+
+	pthread_mutex_lock(&cd->mu);
+	if (rc < 0) {
+		e->result =
+		    failure("SANDBOX_CREATION_FAILED", "sandbox_create");
+		advance(cd, e, "failed", "complete");
+	} else if (res.cancelled) {
+		e->result = failure("EXECUTION_CANCELLED", "execute");
+		advance(cd, e, "cancelled", "complete");
+	} else if (res.timed_out) {
+		e->result = failure("SANDBOX_TIMEOUT", "execute");
+		advance(cd, e, "failed", "complete");
+	} else {
+		result = jv_object_set(jv_object(), jv_string("success"),
+		    jv_bool(res.exit_code == 0));
+		result = jv_object_set(
+		    result, jv_string("output"), nyx_sandbox_output(&res));
+		if (res.exit_code != 0)
+			result = jv_object_set(result, jv_string("error"),
+			    jv_object_set(jv_object(), jv_string("code"),
+			        jv_string("EXECUTION_FAILED")));
+		e->result = result;
+		advance(cd, e, res.exit_code == 0 ? "succeeded" : "failed",
+		    "complete");
+	}
+	if (rc == 0)
+		nyx_sandbox_result_free(&res);
+done:
+	cd->running--;
+	pthread_cond_broadcast(&cd->idle);
+	pthread_mutex_unlock(&cd->mu);
+	return NULL;
+}
+
+static struct exec *
+find(struct nyx_chronod *cd, const char *id, const char *owner)
+{
+	struct exec *e;
+
+	for (e = cd->execs; e != NULL; e = e->next)
+		if (strcmp(e->id, id) == 0 && strcmp(e->owner, owner) == 0)
+			return e;
+	return NULL;
+}
+
+static void
+answer_snapshot(struct nyx_chronod_resp *rs, int status, const struct exec *e)
+{
+	answer(rs, status, snapshot(e));
+	snprintf(
+	    rs->etag, sizeof(rs->etag), "\"v%lld\"", (long long)e->version);
+	if (!terminal_status(e->status))
+		snprintf(rs->retry_after, sizeof(rs->retry_after), "1");
+	snprintf(rs->summary, sizeof(rs->summary), "%s v%lld", e->status,
+	    (long long)e->version);
+}
+
+static void
+submit(struct nyx_chronod *cd, const struct nyx_chronod_req *rq,
+    struct nyx_chronod_resp *rs)
+{
+	char owner[128], sha[NYX_SHA256_HEX], hex[33];
+	struct nyx_cred cred;
+	struct exec *e;
+	pthread_t th;
+	jv body, lang, script, tmo, receipt;
+	double t;
+
+	if (check_delegation(rq, "sandbox:execute", owner, sizeof(owner), rs) <
+	    0)
+		return;
+	if (rq->idempotency_key == NULL || *rq->idempotency_key == '\0') {
+		error(rs, 400, "IDEMPOTENCY_KEY_MISSING",
+		    "POST /executions requires an Idempotency-Key.");
+		return;
+	}
+	body = nyx_json_parse(rq->body ? rq->body : "", rq->body_len);
+	lang = nyx_json_get(body, "language");
+	script = nyx_json_get(body, "script");
+	tmo = nyx_json_get(body, "timeout_secs");
+	t = jv_get_kind(tmo) == JV_KIND_NUMBER ? jv_number_value(tmo) : 180;
+	if (jv_get_kind(body) != JV_KIND_OBJECT ||
+	    jv_get_kind(lang) != JV_KIND_STRING ||
+	    !nyx_sandbox_language_known(jv_string_value(lang)) ||
+	    jv_get_kind(script) != JV_KIND_STRING ||
+	    (jv_get_kind(tmo) != JV_KIND_INVALID &&
+	        jv_get_kind(tmo) != JV_KIND_NUMBER) ||
+	    t != floor(t) || t < 1 || t > 600 || nyx_json_has(body, "files")) {
+		error(rs, 400, "INVALID_REQUEST",
+		    "The execution request is invalid.");
+		goto out;
+	}
+	nyx_sha256_hex(rq->body, rq->body_len, sha);
+	pthread_mutex_lock(&cd->mu);
+	for (e = cd->execs; e != NULL; e = e->next)
+		if (strcmp(e->owner, owner) == 0 &&
+		    strcmp(e->key, rq->idempotency_key) == 0)
+			break;
+	if (e != NULL) {
+		/* the same owner and key: converge, or refuse another body */
+		if (strcmp(e->body_sha, sha) != 0)
+			error(rs, 409, "IDEMPOTENCY_KEY_REUSE",
+			    "The Idempotency-Key was used with another "
+			    "request.");
+		else
+			goto receipt;
+		pthread_mutex_unlock(&cd->mu);
+		goto out;
+	}
+	e = calloc(1, sizeof(*e));
+	if (e == NULL || nyx_random_hex(hex, 16) < 0) {
+		pthread_mutex_unlock(&cd->mu);
+		free(e);
+		error(rs, 503, "EXECUTION_CAPACITY_EXCEEDED", "Out of memory.");
+		goto out;
+	}
+	snprintf(e->id, sizeof(e->id), "op_%s", hex);
+	snprintf(e->owner, sizeof(e->owner), "%s", owner);
+	snprintf(e->key, sizeof(e->key), "%s", rq->idempotency_key);
+	snprintf(e->body_sha, sizeof(e->body_sha), "%s", sha);
+	e->language = strdup(jv_string_value(lang));
+	e->script = strdup(jv_string_value(script));
+	e->timeout_secs = (int)t;
+	e->created = e->updated = nyx_now_ms();
+	e->expires = e->created + cd->retention_s * 1000;
+	e->result = jv_invalid();
+	e->base_url = strdup(rq->base_url ? rq->base_url : "");
+	nyx_cred_classify(rq->authorization, &cred);
+	if (rq->authorization != NULL && cred.kind == NYX_CRED_AGENT_KEY)
+		e->api_key = strdup(rq->authorization);
+	snprintf(e->status, sizeof(e->status), "queued");
+	snprintf(e->phase, sizeof(e->phase), "queued");
+	e->version = 1;
+	e->next = cd->execs;
+	cd->execs = e;
+	save(cd, e);
+	e->cd = cd;
+	cd->running++;
+	if (pthread_create(&th, NULL, run_exec, e) != 0) {
+		cd->running--;
+		e->result = failure("SANDBOX_CREATION_FAILED", "queued");
+		advance(cd, e, "failed", "complete");
+	} else {
+		pthread_detach(th);
+	}
+receipt:
+	receipt = snapshot(e);
+	{
+		char u[512];
+
+		snprintf(u, sizeof(u), "%s/executions/%s",
+		    rq->proxy_prefix ? rq->proxy_prefix : "", e->id);
+		receipt = jv_object_set(
+		    receipt, jv_string("status_url"), jv_string(u));
+		snprintf(rs->location, sizeof(rs->location), "%s", u);
+		snprintf(u, sizeof(u), "%s/executions/%s/result",
+		    rq->proxy_prefix ? rq->proxy_prefix : "", e->id);
+		receipt = jv_object_set(
+		    receipt, jv_string("result_url"), jv_string(u));
+		snprintf(u, sizeof(u), "%s/executions/%s/cancel",
+		    rq->proxy_prefix ? rq->proxy_prefix : "", e->id);
+		receipt = jv_object_set(
+		    receipt, jv_string("cancel_url"), jv_string(u));
+	}
+	answer(rs, 202, receipt);
+	snprintf(
+	    rs->etag, sizeof(rs->etag), "\"v%lld\"", (long long)e->version);
+	snprintf(rs->retry_after, sizeof(rs->retry_after), "1");
+	snprintf(rs->summary, sizeof(rs->summary), "accepted %s", e->status);
+	pthread_mutex_unlock(&cd->mu);
+out:
+	jv_free(body);
+	jv_free(lang);
+	jv_free(script);
+	jv_free(tmo);
+}
+
+/* GET .../{id}, GET .../{id}/result, POST .../{id}/cancel */
+static void
+operation(struct nyx_chronod *cd, const struct nyx_chronod_req *rq,
+    const char *rest, struct nyx_chronod_resp *rs)
+{
+	char owner[128], id[64];
+	const char *slash = strchr(rest, '/');
+	const char *verb = slash ? slash + 1 : "";
+	struct exec *e;
+
+	if (check_delegation(rq, "sandbox:execute", owner, sizeof(owner), rs) <
+	    0)
+		return;
+	snprintf(id, sizeof(id), "%.*s",
+	    (int)(slash ? (size_t)(slash - rest) : strlen(rest)), rest);
+	pthread_mutex_lock(&cd->mu);
+	e = find(cd, id, owner);
+	if (e == NULL) {
+		error(rs, 404, "OPERATION_NOT_FOUND", "No such operation.");
+	} else if (nyx_now_ms() > e->expires) {
+		error(rs, 410, "OPERATION_EXPIRED", "The operation expired.");
+	} else if (*verb == '\0' && strcmp(rq->method, "GET") == 0) {
+		char etag[64];
+
+		snprintf(
+		    etag, sizeof(etag), "\"v%lld\"", (long long)e->version);
+		if (rq->if_none_match != NULL &&
+		    strcmp(rq->if_none_match, etag) == 0) {
+			rs->status = 304;
+			snprintf(rs->etag, sizeof(rs->etag), "%s", etag);
+			if (!terminal_status(e->status))
+				snprintf(rs->retry_after,
+				    sizeof(rs->retry_after), "1");
+			snprintf(
+			    rs->summary, sizeof(rs->summary), "not modified");
+		} else {
+			answer_snapshot(rs, 200, e);
+		}
+	} else if (strcmp(verb, "result") == 0 &&
+	    strcmp(rq->method, "GET") == 0) {
+		if (!terminal_status(e->status)) {
+			error(rs, 409, "OPERATION_NOT_TERMINAL",
+			    "The operation has not finished.");
+			snprintf(rs->retry_after, sizeof(rs->retry_after), "1");
+		} else if (!jv_is_valid(e->result)) {
+			error(rs, 409, "OPERATION_NOT_TERMINAL",
+			    "No result is retained.");
+		} else {
+			answer(rs, 200, jv_copy(e->result));
+			snprintf(rs->summary, sizeof(rs->summary), "result %s",
+			    e->status);
+		}
+	} else if (strcmp(verb, "cancel") == 0 &&
+	    strcmp(rq->method, "POST") == 0) {
+		if (terminal_status(e->status)) {
+			answer_snapshot(rs, 200, e);
+		} else {
+			if (!e->cancel_requested) {
+				e->cancel_requested = true;
+				e->cancel = 1;
+				advance(cd, e, e->status, e->phase);
+			}
+			answer_snapshot(rs, 202, e);
+		}
+	} else {
+		error(rs, 405, "METHOD_NOT_ALLOWED", "Unsupported method.");
+	}
+	pthread_mutex_unlock(&cd->mu);
+}
+
+/* A number field of a stored record (0 when absent). */
+static double
+num(jv d, const char *k)
+{
+	jv n = nyx_json_get(d, k);
+	double v = jv_get_kind(n) == JV_KIND_NUMBER ? jv_number_value(n) : 0;
+
+	jv_free(n);
+	return v;
+}
+
+/* Load the store; a run that was in flight is outcome_uncertain now. */
+static int
+recover(struct nyx_chronod *cd, struct nyx_err *err)
+{
+	char **docs = NULL;
+	size_t i;
+
+	if (nyx_store_load(cd->store, &docs, err) < 0)
+		return -1;
+	for (i = 0; docs[i] != NULL; i++) {
+		jv d = nyx_json_parse(docs[i], strlen(docs[i])), r;
+		struct exec *e = calloc(1, sizeof(*e));
+		const char *s;
+
+		if (e == NULL || jv_get_kind(d) != JV_KIND_OBJECT) {
+			jv_free(d);
+			free(e);
+			continue;
+		}
+#define STR(f, k)                                                              \
+	snprintf(                                                              \
+	    e->f, sizeof(e->f), "%s", (s = nyx_json_peek_str(d, k)) ? s : "")
+		STR(id, "operation_id");
+		STR(owner, "owner");
+		STR(key, "key");
+		STR(body_sha, "body_sha256");
+		STR(status, "status");
+		STR(phase, "phase");
+		e->language =
+		    strdup((s = nyx_json_peek_str(d, "language")) ? s : "");
+		e->script =
+		    strdup((s = nyx_json_peek_str(d, "script")) ? s : "");
+		e->base_url = strdup("");
+		e->timeout_secs = (int)num(d, "timeout_secs");
+		e->version = (int64_t)num(d, "version");
+		e->created = (int64_t)num(d, "created_ms");
+		e->updated = (int64_t)num(d, "updated_ms");
+		e->expires = (int64_t)num(d, "expires_ms");
+		e->terminal_at = (int64_t)num(d, "terminal_ms");
+		e->cancel_requested = nyx_json_bool(d, "cancel_requested") == 1;
+#undef STR
+		r = nyx_json_get(d, "result");
+		e->result = jv_get_kind(r) == JV_KIND_OBJECT ? r : jv_invalid();
+		if (jv_get_kind(r) != JV_KIND_OBJECT)
+			jv_free(r);
+		jv_free(d);
+		e->cd = cd;
+		e->next = cd->execs;
+		cd->execs = e;
+		if (!terminal_status(e->status)) {
+			/* it may or may not have run to the end: never rerun */
+			jv_free(e->result);
+			e->result = failure("OUTCOME_UNCERTAIN", e->phase);
+			advance(cd, e, "outcome_uncertain", "complete");
+		}
+	}
+	nyx_ledger_free_list(docs);
+	return 0;
+}
+
+struct nyx_chronod *
+nyx_chronod_new(const char *store_path, long retention_s, struct nyx_err *err)
+{
+	struct nyx_chronod *cd = calloc(1, sizeof(*cd));
+
+	if (cd == NULL) {
+		nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
+		return NULL;
+	}
+	pthread_mutex_init(&cd->mu, NULL);
+	pthread_cond_init(&cd->idle, NULL);
+	cd->retention_s = retention_s > 0 ? retention_s : 86400;
+	if (store_path != NULL &&
+	    (nyx_store_open(store_path, &cd->store, err) < 0 ||
+	        recover(cd, err) < 0)) {
+		nyx_chronod_free(cd);
+		return NULL;
+	}
+	return cd;
+}
+
 void
-nyx_chronod_handle(
-    const struct nyx_chronod_req *rq, struct nyx_chronod_resp *rs)
+nyx_chronod_free(struct nyx_chronod *cd)
+{
+	struct exec *e, *next;
+	struct timespec until;
+
+	if (cd == NULL)
+		return;
+	pthread_mutex_lock(&cd->mu);
+	for (e = cd->execs; e != NULL; e = e->next)
+		e->cancel = 1;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 10;
+	while (cd->running > 0 &&
+	    pthread_cond_timedwait(&cd->idle, &cd->mu, &until) == 0)
+		;
+	if (cd->running > 0) {
+		/* a run did not stop in time: leave it its memory */
+		pthread_mutex_unlock(&cd->mu);
+		return;
+	}
+	for (e = cd->execs; e != NULL; e = next) {
+		next = e->next;
+		exec_free(e);
+	}
+	pthread_mutex_unlock(&cd->mu);
+	nyx_store_close(cd->store);
+	pthread_cond_destroy(&cd->idle);
+	pthread_mutex_destroy(&cd->mu);
+	free(cd);
+}
+
+void
+nyx_chronod_handle(struct nyx_chronod *cd, const struct nyx_chronod_req *rq,
+    struct nyx_chronod_resp *rs)
 {
 	memset(rs, 0, sizeof(*rs));
 	if (strcmp(rq->path, "/execute") == 0) {
@@ -306,6 +883,16 @@ nyx_chronod_handle(
 			    "Use POST for /execute.");
 		else
 			execute(rq, rs);
+		return;
+	}
+	if (strcmp(rq->path, "/executions") == 0 &&
+	    strcmp(rq->method, "POST") == 0) {
+		submit(cd, rq, rs);
+		return;
+	}
+	if (strncmp(rq->path, "/executions/", 12) == 0 &&
+	    rq->path[12] != '\0') {
+		operation(cd, rq, rq->path + 12, rs);
 		return;
 	}
 	error(rs, 404, "NOT_FOUND", "No such Chrono Sandbox endpoint.");

@@ -496,3 +496,104 @@ nyx_ledger_release(struct nyx_ledger *l, const char *handle, const char *owner,
 	sqlite3_finalize(st);
 	return rc == SQLITE_DONE ? 0 : db_fail(l, err, "release");
 }
+
+/* ---- the provider's operation store ---- */
+
+struct nyx_store {
+	sqlite3 *db;
+};
+
+static int
+store_fail(struct nyx_store *s, struct nyx_err *err, const char *what)
+{
+	return nyx_err_set(err, NYX_EXIT_CANTCREAT, "store_failed",
+	    "the operation store: %s: %s", what,
+	    s->db ? sqlite3_errmsg(s->db) : "cannot open");
+}
+
+int
+nyx_store_open(const char *path, struct nyx_store **out, struct nyx_err *err)
+{
+	struct nyx_store *s = calloc(1, sizeof(*s));
+
+	*out = NULL;
+	if (s == NULL)
+		return nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
+	if (sqlite3_open_v2(path, &s->db,
+	        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+	        NULL) != SQLITE_OK ||
+	    sqlite3_busy_timeout(s->db, 5000) != SQLITE_OK ||
+	    sqlite3_exec(s->db,
+	        "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; "
+	        "CREATE TABLE IF NOT EXISTS executions (id TEXT PRIMARY KEY, "
+	        "doc TEXT NOT NULL)",
+	        NULL, NULL, NULL) != SQLITE_OK) {
+		store_fail(s, err, path);
+		nyx_store_close(s);
+		return -1;
+	}
+	chmod(path, 0600);
+	*out = s;
+	return 0;
+}
+
+void
+nyx_store_close(struct nyx_store *s)
+{
+	if (s == NULL)
+		return;
+	sqlite3_close(s->db);
+	free(s);
+}
+
+int
+nyx_store_put(
+    struct nyx_store *s, const char *id, const char *doc, struct nyx_err *err)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (sqlite3_prepare_v2(s->db,
+	        "INSERT OR REPLACE INTO executions (id, doc) VALUES (?, ?)", -1,
+	        &st, NULL) != SQLITE_OK)
+		return store_fail(s, err, "put");
+	bind_text(st, 1, id);
+	bind_text(st, 2, doc);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : store_fail(s, err, "put");
+}
+
+int
+nyx_store_load(struct nyx_store *s, char ***docs, struct nyx_err *err)
+{
+	sqlite3_stmt *st;
+	char **v = NULL;
+	size_t n = 0, cap = 0;
+	int rc;
+
+	*docs = NULL;
+	if (sqlite3_prepare_v2(s->db, "SELECT doc FROM executions ORDER BY id",
+	        -1, &st, NULL) != SQLITE_OK)
+		return store_fail(s, err, "load");
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (n + 2 > cap) {
+			char **nv;
+
+			cap = cap ? cap * 2 : 16;
+			nv = realloc(v, cap * sizeof(*v));
+			if (nv == NULL)
+				break;
+			v = nv;
+		}
+		v[n] = strdup((const char *)sqlite3_column_text(st, 0));
+		v[++n] = NULL;
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE) {
+		nyx_ledger_free_list(v);
+		return store_fail(s, err, "load");
+	}
+	*docs = v ? v : calloc(1, sizeof(*v));
+	return *docs ? 0 : nyx_err_set(err, NYX_EXIT_OSERR, "oom", "oom");
+}

@@ -103,4 +103,20 @@ int nyx_ledger_claim(struct nyx_ledger *l, const char *handle,
 int nyx_ledger_release(struct nyx_ledger *l, const char *handle,
     const char *owner, struct nyx_err *err);
 
+/*
+ * The provider side: nyx-sandboxd's operation store (--store), one JSON
+ * document per operation in a SQLite file (WAL), so operations and their
+ * retained results survive a server restart.
+ */
+struct nyx_store;
+
+int nyx_store_open(
+    const char *path, struct nyx_store **out, struct nyx_err *err);
+void nyx_store_close(struct nyx_store *s);
+/* Insert or replace the document of one operation. */
+int nyx_store_put(
+    struct nyx_store *s, const char *id, const char *doc, struct nyx_err *err);
+/* Every document, as a NULL-terminated heap array (nyx_ledger_free_list). */
+int nyx_store_load(struct nyx_store *s, char ***docs, struct nyx_err *err);
+
 #endif

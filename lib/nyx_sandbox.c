@@ -333,7 +333,7 @@ pid_fd(pid_t pid)
 
 static int
 supervise(pid_t pid, int out_r, int err_r, int status_r, int timeout_secs,
-    struct nyx_sandbox_result *res, bool *started)
+    const volatile int *cancel, struct nyx_sandbox_result *res, bool *started)
 {
 	struct pollfd pf[4];
 	struct nyx_buf status = NYX_BUF_ZERO;
@@ -349,6 +349,15 @@ supervise(pid_t pid, int out_r, int err_r, int status_r, int timeout_secs,
 		/* with a pidfd every event wakes us; without, poll briefly */
 		int tmo = pfd >= 0 ? 1000 : 5, i, n = 0;
 
+		if (!killed && cancel != NULL && *cancel) {
+			kill(-pid, SIGKILL);
+			kill(pid, SIGKILL);
+			killed = true;
+			res->cancelled = true;
+		}
+		/* a cancellable run looks at its flag ten times a second */
+		if (cancel != NULL && tmo > 100)
+			tmo = 100;
 		if (!killed && now >= deadline) {
 			/* the whole group, and the pid namespace with it */
 			kill(-pid, SIGKILL);
@@ -562,7 +571,8 @@ nyx_sandbox_run(const struct nyx_sandbox_req *rq,
 	close(errp[1]);
 	close(st[1]);
 	out[1] = errp[1] = st[1] = -1;
-	supervise(pid, out[0], errp[0], st[0], rq->timeout_secs, res, &started);
+	supervise(pid, out[0], errp[0], st[0], rq->timeout_secs, rq->cancel,
+	    res, &started);
 	if (!started) {
 		/* bwrap's own message says why (no user namespaces, ...) */
 		char why[200] = "";

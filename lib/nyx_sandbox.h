@@ -39,11 +39,14 @@ struct nyx_sandbox_req {
 	const char *nyxid_base_url; /* NULL: not injected */
 	/* caller-supplied NAME=VALUE pairs; NYXID_* names are ignored */
 	const char *const *extra_env;
+	/* when set and it becomes non-zero, the run is killed (cancelled) */
+	const volatile int *cancel;
 };
 
 struct nyx_sandbox_result {
 	int exit_code; /* the program's status; 128+N when killed by N */
 	bool timed_out;
+	bool cancelled;
 	struct nyx_buf out;
 	struct nyx_buf err;
 	bool out_truncated;

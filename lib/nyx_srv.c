@@ -48,6 +48,7 @@ struct nyx_srv {
 	char base[96];
 	struct cache_ent cache[CACHE_MAX];
 	size_t ncache;
+	struct nyx_chronod *chrono;
 };
 
 /* Per-request state across libmicrohttpd's callbacks. */
@@ -469,6 +470,7 @@ handle_proxy(struct nyx_srv *s, struct MHD_Connection *c, const char *method,
 	struct nyx_chronod_resp cres;
 	struct nyx_principal p;
 	char slug[160], user[128] = "", *deleg = NULL, *fwd = NULL;
+	char prefix[256];
 	int status = 0, rc = -1;
 	jv body = jv_invalid();
 
@@ -509,6 +511,12 @@ handle_proxy(struct nyx_srv *s, struct MHD_Connection *c, const char *method,
 		snprintf(a->delegation_scope, sizeof(a->delegation_scope), "%s",
 		    t.scope);
 	memset(&cr, 0, sizeof(cr));
+	snprintf(prefix, sizeof(prefix), "/api/v1/proxy/s/%s", t.slug);
+	cr.proxy_prefix = prefix;
+	cr.idempotency_key =
+	    MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Idempotency-Key");
+	cr.if_none_match =
+	    MHD_lookup_connection_value(c, MHD_HEADER_KIND, "If-None-Match");
 	cr.method = method;
 	cr.path = slash ? slash : "/";
 	cr.authorization = fwd;
@@ -516,7 +524,17 @@ handle_proxy(struct nyx_srv *s, struct MHD_Connection *c, const char *method,
 	cr.body = r->body.data;
 	cr.body_len = r->body.len;
 	cr.base_url = s->base;
-	nyx_chronod_handle(&cr, &cres);
+	nyx_chronod_handle(s->chrono, &cr, &cres);
+	/* the response headers NyxID passes through */
+	if (cres.etag[0])
+		a->headers = jv_object_set(
+		    a->headers, jv_string("ETag"), jv_string(cres.etag));
+	if (cres.retry_after[0])
+		a->headers = jv_object_set(a->headers, jv_string("Retry-After"),
+		    jv_string(cres.retry_after));
+	if (cres.location[0])
+		a->headers = jv_object_set(a->headers, jv_string("Location"),
+		    jv_string(cres.location));
 	snprintf(a->upstream, sizeof(a->upstream), "chrono %s: %s", cr.path,
 	    cres.summary);
 	a->status = cres.status;
@@ -721,8 +739,8 @@ parse_listen(
 }
 
 struct nyx_srv *
-nyx_srv_start(
-    const char *listen, jv world, jv faults, bool control, struct nyx_err *err)
+nyx_srv_start(const char *listen, jv world, jv faults, bool control,
+    const char *store, long retention_s, struct nyx_err *err)
 {
 	struct nyx_srv *s = calloc(1, sizeof(*s));
 	struct sockaddr_storage ss;
@@ -755,6 +773,9 @@ nyx_srv_start(
 		    "the fault plan is invalid: %s", why);
 		goto fail;
 	}
+	s->chrono = nyx_chronod_new(store, retention_s, err);
+	if (s->chrono == NULL)
+		goto fail;
 	if (parse_listen(listen, &ss, &sslen, &v6) < 0) {
 		nyx_err_set(err, NYX_EXIT_USAGE, "listen_invalid",
 		    "--listen takes a numeric HOST:PORT (e.g. 127.0.0.1:0)");
@@ -805,6 +826,7 @@ nyx_srv_stop(struct nyx_srv *s)
 		return;
 	if (s->d != NULL)
 		MHD_stop_daemon(s->d);
+	nyx_chronod_free(s->chrono);
 	nyx_world_free(s->world);
 	nyx_faults_free(&s->faults);
 	cache_flush(s);

@@ -26,10 +26,13 @@ struct nyx_srv;
 
 /*
  * Start serving on listen ("HOST:PORT", port 0 picks one).  world and
- * faults (null for none) are consumed.  NULL with err filled on failure.
+ * faults (null for none) are consumed.  store names the SQLite file that
+ * keeps durable operations across restarts (NULL: memory only);
+ * retention_s is how long an operation lives (0: a day).  NULL with err
+ * filled on failure.
  */
-struct nyx_srv *nyx_srv_start(
-    const char *listen, jv world, jv faults, bool control, struct nyx_err *err);
+struct nyx_srv *nyx_srv_start(const char *listen, jv world, jv faults,
+    bool control, const char *store, long retention_s, struct nyx_err *err);
 
 /* The bound port and base URL ("http://127.0.0.1:PORT"). */
 int nyx_srv_port(const struct nyx_srv *s);

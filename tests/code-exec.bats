@@ -123,7 +123,11 @@ now_ms() { date +%s%3N; }
 @test "isolation: no network, no caller files, no host processes, clean env" {
 	echo "host secret" >"$HOME/secret.txt"
 	port=${NYX_TEST_BASE##*:}
-	HOST_PID=$$ NYXID_API_KEY=caller-supplied SOME_VAR=leak run -0 local_run -l python -e "
+	# a scratch TMPDIR of this test's own (reachable by nobody, whom the
+	# sandbox runs as under root), so other suites' runs do not count
+	scratch=$(mktemp -d /tmp/nyx-iso.XXXXXX)
+	chmod 755 "$scratch"
+	TMPDIR=$scratch HOST_PID=$$ NYXID_API_KEY=caller-supplied SOME_VAR=leak run -0 local_run -l python -e "
 import os, socket
 try:
     socket.create_connection(('127.0.0.1', $port), timeout=2); print('net: connected')
@@ -147,8 +151,8 @@ open('work.txt', 'w').write('ok'); print('work: writable')
 	[[ $out == *"cwd: /sandbox []"* ]]
 	[[ $out == *"usr: read-only"* && $out == *"work: writable"* ]]
 	# the work directory does not outlive the run
-	run -0 bash -c 'ls -d "${TMPDIR:-/tmp}"/nyx-sandbox-* 2>/dev/null | wc -l'
-	[ "$output" -eq 0 ]
+	[ -z "$(ls -A "$scratch")" ]
+	rmdir "$scratch"
 }
 
 @test "fails closed: no bwrap, or a bwrap that cannot isolate, is 71 and runs nothing" {

@@ -463,3 +463,170 @@ write() {
 	run -0 requests
 	printf '%s\n' "$output" | tail -n 1 | jq -e '.body=={"forward_access_token":true}'
 }
+
+# ---- Chrono's durable /executions ----
+
+KEY="tool:v1:operation:0000000000000000000000000000000000000000000000000000000000000001"
+
+# dx AS METHOD PATH [curl args...]: a durable call through the proxy.
+dx() {
+	local who=$1 m=$2 path=$3
+	shift 3
+	curl -s -D "$BATS_TEST_TMPDIR/h" -w '\n%{http_code}' -X "$m" -H "Authorization: Bearer $who" \
+		"$NYX_TEST_BASE/api/v1/proxy/s/chrono-sandbox/executions$path?_nyxid_via=us-1" "$@"
+}
+
+hdr() {
+	grep -i "^$1:" "$BATS_TEST_TMPDIR/h" | cut -d' ' -f2- | tr -d '\r'
+}
+
+# wait_status AS OP STATUS: poll until the operation has that status.
+wait_status() {
+	for _ in $(seq 1 100); do
+		run -0 dx "$1" GET "/$2"
+		[ "$(body_of | jq -r .status)" = "$3" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+@test "executions: submit needs an Idempotency-Key; same key and body converge, another body is 409" {
+	reset_world "$FIX/code-exec/routes.yaml"
+	b='{"language":"python","script":"print(6*7)","timeout_secs":10}'
+	run -0 dx "$ALICE" POST "" -d "$b"
+	[ "$(status_of)" = 400 ]
+	body_of | jq -e '.error.code=="IDEMPOTENCY_KEY_MISSING"'
+	run -0 dx "$ALICE" POST "" -H "Idempotency-Key: $KEY" -d "$b"
+	[ "$(status_of)" = 202 ]
+	body_of | jq -e '(.operation_id|test("^op_[A-Za-z0-9_-]{32}$")) and .status=="queued" and .version==1 and (.expires_at>=.created_at)'
+	op=$(body_of | jq -r .operation_id)
+	[ "$(hdr ETag)" = '"v1"' ] && [ "$(hdr Location)" = "/api/v1/proxy/s/chrono-sandbox/executions/$op" ]
+	run -0 dx "$ALICE" POST "" -H "Idempotency-Key: $KEY" -d "$b"
+	[ "$(status_of)" = 202 ] && [ "$(body_of | jq -r .operation_id)" = "$op" ]
+	run -0 dx "$ALICE" POST "" -H "Idempotency-Key: $KEY" -d '{"language":"python","script":"print(1)"}'
+	[ "$(status_of)" = 409 ]
+	body_of | jq -e '.error.code=="IDEMPOTENCY_KEY_REUSE"'
+	wait_status "$ALICE" "$op" succeeded
+}
+
+@test "executions: status with ETag and 304, result 409 until terminal, then retained" {
+	reset_world "$FIX/code-exec/routes.yaml"
+	# operations outlive world swaps: each test uses keys of its own
+	run -0 dx "$ALICE" POST "" -H "Idempotency-Key: ${KEY%1}5" -d '{"language":"bash","script":"sleep 1; echo done","timeout_secs":10}'
+	op=$(body_of | jq -r .operation_id)
+	run -0 dx "$ALICE" GET "/$op/result"
+	[ "$(status_of)" = 409 ]
+	body_of | jq -e '.error.code=="OPERATION_NOT_TERMINAL"'
+	[ "$(hdr Retry-After)" = 1 ]
+	run -0 dx "$ALICE" GET "/$op"
+	[ "$(status_of)" = 200 ]
+	body_of | jq -e '.operation_id=="'"$op"'" and (.status|IN("queued","provisioning","running")) and .cancel_requested==false'
+	[[ $(hdr ETag) == '"v'*'"' ]]
+	wait_status "$ALICE" "$op" succeeded
+	body_of | jq -e '.result_available==true and .phase=="complete" and (.terminal_at|type)=="string"'
+	[ -z "$(hdr Retry-After)" ]
+	# terminal, the version no longer moves: the ETag answers 304
+	etag=$(hdr ETag)
+	run -0 dx "$ALICE" GET "/$op" -H "If-None-Match: $etag"
+	[ "$(status_of)" = 304 ] && [ "$(hdr ETag)" = "$etag" ] && [ -z "$(body_of)" ]
+	run -0 dx "$ALICE" GET "/$op" -H 'If-None-Match: "v0"'
+	[ "$(status_of)" = 200 ]
+	run -0 dx "$ALICE" GET "/$op/result"
+	[ "$(status_of)" = 200 ]
+	body_of | jq -e '.success==true and .output.stdout=="done\n" and .output.exit_code==0'
+	# another caller cannot reach it through this route
+	run -0 dx "$BOB" GET "/$op"
+	[ "$(status_of)" = 403 ] || [ "$(status_of)" = 404 ]
+}
+
+@test "executions: failures, timeouts and cancels keep Chrono's shapes" {
+	reset_world "$FIX/code-exec/routes.yaml"
+	run -0 dx "$ALICE" POST "" -H "Idempotency-Key: ${KEY%1}2" -d '{"language":"bash","script":"echo out; exit 3","timeout_secs":10}'
+	op=$(body_of | jq -r .operation_id)
+	wait_status "$ALICE" "$op" failed
+	run -0 dx "$ALICE" GET "/$op/result"
+	body_of | jq -e '.success==false and .output.exit_code==3 and .error.code=="EXECUTION_FAILED"'
+	run -0 dx "$ALICE" POST "" -H "Idempotency-Key: ${KEY%1}3" -d '{"language":"bash","script":"sleep 30","timeout_secs":1}'
+	op=$(body_of | jq -r .operation_id)
+	wait_status "$ALICE" "$op" failed
+	run -0 dx "$ALICE" GET "/$op/result"
+	body_of | jq -e '.success==false and (has("output")|not) and .error.code=="SANDBOX_TIMEOUT"'
+	run -0 dx "$ALICE" POST "" -H "Idempotency-Key: ${KEY%1}4" -d '{"language":"bash","script":"sleep 30","timeout_secs":60}'
+	op=$(body_of | jq -r .operation_id)
+	wait_status "$ALICE" "$op" running
+	t0=$(date +%s%3N)
+	run -0 dx "$ALICE" POST "/$op/cancel" -d '{}'
+	[ "$(status_of)" = 202 ]
+	body_of | jq -e '.cancel_requested==true'
+	wait_status "$ALICE" "$op" cancelled
+	[ $(($(date +%s%3N) - t0)) -lt 3000 ]
+	run -0 dx "$ALICE" GET "/$op/result"
+	body_of | jq -e '.success==false and .error.code=="EXECUTION_CANCELLED"'
+	run -0 dx "$ALICE" POST "/$op/cancel" -d '{}'
+	[ "$(status_of)" = 200 ]
+	run -0 dx "$ALICE" GET "/op_nosuchoperation00000000000000000"
+	[ "$(status_of)" = 404 ]
+	body_of | jq -e '.error.code=="OPERATION_NOT_FOUND"'
+}
+
+# A private server with a store, for restarts.
+store_server() {
+	SDIR=$BATS_TEST_TMPDIR/store
+	mkdir -p "$SDIR"
+	{ render "$FIX/worlds/principals.yaml"; cat "$FIX/code-exec/routes.yaml"; } >"$SDIR/w.yaml"
+	rm -f "$SDIR/port"
+	nyx-sandboxd --world "$SDIR/w.yaml" --store "$SDIR/ops.db" --port-file "$SDIR/port" -q "$@" 3>&- &
+	SPID=$!
+	for _ in $(seq 1 200); do [ -s "$SDIR/port" ] && break; sleep 0.05; done
+	SBASE="http://127.0.0.1:$(cat "$SDIR/port")/api/v1/proxy/s/chrono-sandbox/executions"
+}
+
+sx() {
+	local m=$1 path=$2
+	shift 2
+	curl -s -w '\n%{http_code}' -X "$m" -H "Authorization: Bearer $ALICE" "$SBASE$path?_nyxid_via=us-1" "$@"
+}
+
+@test "--store: results survive a restart; a run cut by kill -9 is outcome_uncertain, never rerun" {
+	store_server
+	run -0 sx POST "" -H "Idempotency-Key: $KEY" -d '{"language":"bash","script":"echo kept","timeout_secs":10}'
+	done_op=$(body_of | jq -r .operation_id)
+	for _ in $(seq 1 50); do
+		run -0 sx GET "/$done_op"
+		[ "$(body_of | jq -r .status)" = succeeded ] && break
+		sleep 0.1
+	done
+	run -0 sx POST "" -H "Idempotency-Key: ${KEY%1}9" -d '{"language":"bash","script":"sleep 30","timeout_secs":60}'
+	cut_op=$(body_of | jq -r .operation_id)
+	sleep 1
+	kill -9 "$SPID"
+	wait "$SPID" 2>/dev/null || true
+	store_server
+	run -0 sx GET "/$done_op/result"
+	[ "$(status_of)" = 200 ]
+	body_of | jq -e '.output.stdout=="kept\n"'
+	run -0 sx GET "/$cut_op"
+	body_of | jq -e '.status=="outcome_uncertain" and .result_available==true'
+	run -0 sx GET "/$cut_op/result"
+	body_of | jq -e '.success==false and .error.code=="OUTCOME_UNCERTAIN"'
+	# the same key converges on the same operation, which is not run again
+	run -0 sx POST "" -H "Idempotency-Key: ${KEY%1}9" -d '{"language":"bash","script":"sleep 30","timeout_secs":60}'
+	[ "$(body_of | jq -r .operation_id)" = "$cut_op" ]
+	[ "$(body_of | jq -r .status)" = outcome_uncertain ]
+	kill "$SPID"
+	wait "$SPID" 2>/dev/null || true
+	[ "$(stat -c %a "$SDIR/ops.db")" = 600 ]
+}
+
+@test "--retention: an operation past its expiry is 410 OPERATION_EXPIRED" {
+	store_server --retention 1
+	run -0 sx POST "" -H "Idempotency-Key: $KEY" -d '{"language":"bash","script":"true","timeout_secs":5}'
+	op=$(body_of | jq -r .operation_id)
+	sleep 1.5
+	run -0 sx GET "/$op"
+	[ "$(status_of)" = 410 ]
+	body_of | jq -e '.error.code=="OPERATION_EXPIRED"'
+	kill "$SPID"
+	wait "$SPID" 2>/dev/null || true
+	run -64 nyx-sandboxd --world "$SDIR/w.yaml" --retention 0
+}
