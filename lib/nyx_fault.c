@@ -67,6 +67,8 @@ parse_rule(jv r, struct nyx_fault *f, size_t i, char *why, size_t whysz)
 	f->delay_ms = num(r, "delay_ms", 0, 0, 600000, &bad);
 	bytes = num(r, "body_bytes", -1, 10, MAX_BODY_BYTES, &bad);
 	f->drop = nyx_json_bool(r, "drop") == 1;
+	f->drop_after = nyx_json_bool(r, "drop_after") == 1;
+	f->delay_after_ms = num(r, "delay_after_ms", 0, 0, 600000, &bad);
 	f->chunked = nyx_json_bool(r, "chunked") == 1;
 	if (bad) {
 		snprintf(

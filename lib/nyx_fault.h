@@ -34,6 +34,10 @@ struct nyx_fault {
 	bool chunked;
 	bool drop;
 	long delay_ms;
+	/* handled normally, then the answer is delayed or never sent (an
+	 * operation created whose receipt is lost) */
+	long delay_after_ms;
+	bool drop_after;
 	/* a concurrent edit applied after the request was answered normally:
 	 * {"route": ID, "set": {field: value, ...}}, or invalid */
 	jv after;

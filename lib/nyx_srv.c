@@ -558,7 +558,8 @@ handler(void *cls, struct MHD_Connection *c, const char *url,
 	struct nyx_srv *s = cls;
 	struct req *r = *con_cls;
 	struct answer a;
-	long fault_idx = -1, delay = 0;
+	long fault_idx = -1, delay = 0, delay_after = 0;
+	bool drop_after = false;
 	jv after = jv_invalid();
 	int64_t t0 = nyx_mono_ms();
 	enum MHD_Result rc;
@@ -591,6 +592,8 @@ handler(void *cls, struct MHD_Connection *c, const char *url,
 		if (f != NULL) {
 			fault_idx = (long)(f - s->faults.v);
 			delay = f->delay_ms;
+			delay_after = f->delay_after_ms;
+			drop_after = f->drop_after;
 			after = jv_copy(f->after);
 			a.drop = f->drop;
 			if (f->status != 0) {
@@ -640,6 +643,16 @@ handler(void *cls, struct MHD_Connection *c, const char *url,
 		handle_api(s, c, method, url, r, &a);
 		pthread_mutex_unlock(&s->mu);
 	}
+	if (delay_after > 0) {
+		/* the work is done; only the answer is held back */
+		struct timespec ts = {
+		    delay_after / 1000, (delay_after % 1000) * 1000000L};
+
+		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+			;
+	}
+	if (drop_after)
+		a.drop = true;
 	if (jv_is_valid(after) && !a.drop) {
 		/* the fault plan's concurrent edit, after the real answer */
 		pthread_mutex_lock(&s->mu);

@@ -630,3 +630,22 @@ sx() {
 	wait "$SPID" 2>/dev/null || true
 	run -64 nyx-sandboxd --world "$SDIR/w.yaml" --retention 0
 }
+
+@test "fault plans: a 202 dropped or delayed after the operation was created" {
+	reset_world "$FIX/code-exec/routes.yaml"
+	printf 'faults:\n  - {method: POST, path: "/api/v1/proxy/s/*/executions", nth: 1, drop_after: true}\n' | put_faults
+	b='{"language":"bash","script":"echo once","timeout_secs":10}'
+	run dx "$ALICE" POST "" -H "Idempotency-Key: ${KEY%1}6" -d "$b"
+	[ "$status" -eq 52 ] # no answer at all
+	# the operation exists: the same key finds it
+	run -0 dx "$ALICE" POST "" -H "Idempotency-Key: ${KEY%1}6" -d "$b"
+	[ "$(status_of)" = 202 ]
+	op=$(body_of | jq -r .operation_id)
+	wait_status "$ALICE" "$op" succeeded
+	run -0 requests
+	printf '%s\n' "$output" | jq -s -e 'map(select(.path|endswith("/executions")))|.[0].dropped==true and .[1].dropped==false'
+	printf 'faults:\n  - {method: POST, path: "/api/v1/proxy/s/*/executions", delay_after_ms: 1200}\n' | put_faults
+	t0=$(date +%s%3N)
+	run -0 dx "$ALICE" POST "" -H "Idempotency-Key: ${KEY%1}7" -d "$b"
+	[ "$(status_of)" = 202 ] && [ $(($(date +%s%3N) - t0)) -ge 1200 ]
+}
