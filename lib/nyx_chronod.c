@@ -219,6 +219,38 @@ env_valid(jv env)
 	return ok;
 }
 
+/*
+ * Chrono's request body {"language","script","timeout_secs"?,"env"?}:
+ * the parsed object with *timeout set, or invalid (answer
+ * INVALID_REQUEST).  "files" is not supported.
+ */
+static jv
+parse_request(const struct nyx_chronod_req *rq, int *timeout)
+{
+	jv body = nyx_json_parse(rq->body ? rq->body : "", rq->body_len);
+	jv tmo = nyx_json_get(body, "timeout_secs"),
+	   env = nyx_json_get(body, "env");
+	const char *lang = nyx_json_peek_str(body, "language");
+	double t =
+	    jv_get_kind(tmo) == JV_KIND_NUMBER ? jv_number_value(tmo) : 180;
+	bool ok = jv_get_kind(body) == JV_KIND_OBJECT && lang != NULL &&
+	    nyx_sandbox_language_known(lang) &&
+	    nyx_json_kind(body, "script") == JV_KIND_STRING &&
+	    (jv_get_kind(tmo) == JV_KIND_INVALID ||
+	        jv_get_kind(tmo) == JV_KIND_NUMBER) &&
+	    t == floor(t) && t >= 1 && t <= 600 && env_valid(env) &&
+	    !nyx_json_has(body, "files");
+
+	jv_free(tmo);
+	jv_free(env);
+	if (!ok) {
+		jv_free(body);
+		return jv_invalid();
+	}
+	*timeout = (int)t;
+	return body;
+}
+
 static void
 execute(const struct nyx_chronod_req *rq, struct nyx_chronod_resp *rs)
 {
@@ -229,27 +261,22 @@ execute(const struct nyx_chronod_req *rq, struct nyx_chronod_resp *rs)
 	jv body, lang, script, tmo, env, out, o;
 	char **extra = NULL;
 	double t;
+	int timeout = 180;
 
 	if (check_delegation(rq, "sandbox:execute", NULL, 0, rs) < 0)
 		return;
-	body = nyx_json_parse(rq->body ? rq->body : "", rq->body_len);
-	lang = nyx_json_get(body, "language");
-	script = nyx_json_get(body, "script");
-	tmo = nyx_json_get(body, "timeout_secs");
-	env = nyx_json_get(body, "env");
-	t = jv_get_kind(tmo) == JV_KIND_NUMBER ? jv_number_value(tmo) : 180;
-	if (jv_get_kind(body) != JV_KIND_OBJECT ||
-	    jv_get_kind(lang) != JV_KIND_STRING ||
-	    !nyx_sandbox_language_known(jv_string_value(lang)) ||
-	    jv_get_kind(script) != JV_KIND_STRING ||
-	    (jv_get_kind(tmo) != JV_KIND_INVALID &&
-	        jv_get_kind(tmo) != JV_KIND_NUMBER) ||
-	    t != floor(t) || t < 1 || t > 600 || !env_valid(env) ||
-	    nyx_json_has(body, "files")) {
+	body = parse_request(rq, &timeout);
+	if (!jv_is_valid(body)) {
 		error(rs, 400, "INVALID_REQUEST",
 		    "The execution request is invalid.");
-		goto out;
+		jv_free(body);
+		return;
 	}
+	lang = nyx_json_get(body, "language");
+	script = nyx_json_get(body, "script");
+	env = nyx_json_get(body, "env");
+	tmo = jv_invalid();
+	t = timeout;
 	extra = env_list(env);
 	memset(&sr, 0, sizeof(sr));
 	sr.language = jv_string_value(lang);
@@ -568,6 +595,7 @@ submit(struct nyx_chronod *cd, const struct nyx_chronod_req *rq,
 	pthread_t th;
 	jv body, lang, script, tmo, receipt;
 	double t;
+	int timeout = 180;
 
 	if (check_delegation(rq, "sandbox:execute", owner, sizeof(owner), rs) <
 	    0)
@@ -577,18 +605,12 @@ submit(struct nyx_chronod *cd, const struct nyx_chronod_req *rq,
 		    "POST /executions requires an Idempotency-Key.");
 		return;
 	}
-	body = nyx_json_parse(rq->body ? rq->body : "", rq->body_len);
+	body = parse_request(rq, &timeout);
 	lang = nyx_json_get(body, "language");
 	script = nyx_json_get(body, "script");
-	tmo = nyx_json_get(body, "timeout_secs");
-	t = jv_get_kind(tmo) == JV_KIND_NUMBER ? jv_number_value(tmo) : 180;
-	if (jv_get_kind(body) != JV_KIND_OBJECT ||
-	    jv_get_kind(lang) != JV_KIND_STRING ||
-	    !nyx_sandbox_language_known(jv_string_value(lang)) ||
-	    jv_get_kind(script) != JV_KIND_STRING ||
-	    (jv_get_kind(tmo) != JV_KIND_INVALID &&
-	        jv_get_kind(tmo) != JV_KIND_NUMBER) ||
-	    t != floor(t) || t < 1 || t > 600 || nyx_json_has(body, "files")) {
+	tmo = jv_invalid();
+	t = timeout;
+	if (!jv_is_valid(body)) {
 		error(rs, 400, "INVALID_REQUEST",
 		    "The execution request is invalid.");
 		goto out;

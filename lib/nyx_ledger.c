@@ -372,6 +372,44 @@ nyx_ledger_update(
 	return 0;
 }
 
+/* The first column of every row of sql, as a NULL-terminated list. */
+static int
+strings_of(sqlite3 *db, const char *sql, char ***out)
+{
+	sqlite3_stmt *st;
+	char **v = NULL;
+	size_t n = 0, cap = 0;
+	int rc;
+
+	*out = NULL;
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const unsigned char *t = sqlite3_column_text(st, 0);
+
+		if (n + 2 > cap) {
+			char **nv;
+
+			cap = cap ? cap * 2 : 16;
+			nv = realloc(v, cap * sizeof(*v));
+			if (nv == NULL) {
+				rc = SQLITE_NOMEM;
+				break;
+			}
+			v = nv;
+		}
+		v[n] = strdup(t ? (const char *)t : "");
+		v[++n] = NULL;
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE) {
+		nyx_ledger_free_list(v);
+		return -1;
+	}
+	*out = v ? v : calloc(1, sizeof(*v));
+	return *out ? 0 : -1;
+}
+
 void
 nyx_ledger_free_list(char **list)
 {
@@ -390,36 +428,8 @@ nyx_ledger_list(
 	    ? "SELECT handle FROM operations WHERE terminal = 0 "
 	      "ORDER BY created_at_ms, handle"
 	    : "SELECT handle FROM operations ORDER BY created_at_ms, handle";
-	sqlite3_stmt *st;
-	char **v = NULL;
-	size_t n = 0, cap = 0;
-	int rc;
 
-	*out = NULL;
-	if (sqlite3_prepare_v2(l->db, sql, -1, &st, NULL) != SQLITE_OK)
-		return db_fail(l, err, "list");
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		if (n + 2 > cap) {
-			char **nv;
-
-			cap = cap ? cap * 2 : 16;
-			nv = realloc(v, cap * sizeof(*v));
-			if (nv == NULL)
-				break;
-			v = nv;
-		}
-		v[n] = strdup((const char *)sqlite3_column_text(st, 0));
-		v[++n] = NULL;
-	}
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE) {
-		nyx_ledger_free_list(v);
-		return db_fail(l, err, "list");
-	}
-	if (v == NULL)
-		v = calloc(1, sizeof(*v));
-	*out = v;
-	return v ? 0 : nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
+	return strings_of(l->db, sql, out) == 0 ? 0 : db_fail(l, err, "list");
 }
 
 int
@@ -567,33 +577,8 @@ nyx_store_put(
 int
 nyx_store_load(struct nyx_store *s, char ***docs, struct nyx_err *err)
 {
-	sqlite3_stmt *st;
-	char **v = NULL;
-	size_t n = 0, cap = 0;
-	int rc;
-
-	*docs = NULL;
-	if (sqlite3_prepare_v2(s->db, "SELECT doc FROM executions ORDER BY id",
-	        -1, &st, NULL) != SQLITE_OK)
-		return store_fail(s, err, "load");
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		if (n + 2 > cap) {
-			char **nv;
-
-			cap = cap ? cap * 2 : 16;
-			nv = realloc(v, cap * sizeof(*v));
-			if (nv == NULL)
-				break;
-			v = nv;
-		}
-		v[n] = strdup((const char *)sqlite3_column_text(st, 0));
-		v[++n] = NULL;
-	}
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE) {
-		nyx_ledger_free_list(v);
-		return store_fail(s, err, "load");
-	}
-	*docs = v ? v : calloc(1, sizeof(*v));
-	return *docs ? 0 : nyx_err_set(err, NYX_EXIT_OSERR, "oom", "oom");
+	return strings_of(
+	           s->db, "SELECT doc FROM executions ORDER BY id", docs) == 0
+	    ? 0
+	    : store_fail(s, err, "load");
 }
