@@ -316,43 +316,26 @@ resolve(const struct nyx_common *cm, struct nyx_settings *s,
 	struct nyx_read_fail fail;
 	struct nyx_nyxid client;
 	struct nyx_cred cred;
-	int code = -1;
+	char why[400];
+	int code = -1, rc;
 
 	memset(&res, 0, sizeof(res));
-	if (nyx_settings_load_token(cm, s, 0, err) < 0)
-		return -1;
-	if (s->token != NULL) {
-		nyx_log_add_secret(s->token);
-		if (nyx_cred_check(s->token, err) < 0)
-			return -1;
-		nyx_cred_classify(s->token, &cred);
-	}
-	if (s->token == NULL || !nyx_cred_source_readable(&cred)) {
-		const char *msg =
-		    "No source-readable NyxID credential is configured to "
-		    "resolve the code execution route; pipe in a fresh "
-		    "route.admission or configure a user access token.";
-
-		nyx_log(NYX_LOG_ERROR,
-		    "CODE_EXECUTION_SOURCE_CREDENTIAL_REQUIRED: "
-		    "%s (%s)",
-		    msg, nyx_cli_diag());
-		nyx_cli_emit(nyx_route_blocked(NYX_ROUTE_CREDENTIAL_REQUIRED,
-		    msg, 0, NYX_EXIT_NOPERM, s->base_url, nyx_cli_diag()));
-		return NYX_EXIT_NOPERM;
-	}
+	memset(&client, 0, sizeof(client));
 	client.http = http;
-	client.base_url = s->base_url;
-	client.token = s->token;
-	client.timeout_ms = s->timeout_ms;
-	client.max_inventory_bytes = s->max_inventory_bytes;
+	rc = nyx_nyxid_open(&client, cm, s, &cred, why, sizeof(why), err);
+	if (rc < 0)
+		return -1;
+	if (rc == 1)
+		return nyx_cli_emit_blocked(
+		    nyx_route_blocked(NYX_ROUTE_CREDENTIAL_REQUIRED, why, 0,
+		        NYX_EXIT_NOPERM, s->base_url, nyx_cli_diag()),
+		    NYX_EXIT_NOPERM);
 	if (nyx_nyxid_read_inventory(&client, &inv, &fail) < 0) {
-		nyx_log(NYX_LOG_ERROR, "%s: %s (%s)",
-		    nyx_route_blocker(fail.verdict)->code, fail.message,
-		    nyx_cli_diag());
-		nyx_cli_emit(nyx_route_blocked(fail.verdict, fail.message,
-		    fail.http_status, fail.exit, s->base_url, nyx_cli_diag()));
-		code = fail.exit;
+		code = nyx_cli_emit_blocked(
+		    nyx_route_blocked(fail.verdict, fail.message,
+		        fail.http_status, fail.exit, s->base_url,
+		        nyx_cli_diag()),
+		    fail.exit);
 		goto out;
 	}
 	if (nyx_route_classify(&inv, exact, &res) < 0) {
@@ -360,12 +343,10 @@ resolve(const struct nyx_common *cm, struct nyx_settings *s,
 		goto out;
 	}
 	if (res.verdict != NYX_ROUTE_ADMITTED) {
-		nyx_log(NYX_LOG_ERROR, "%s: %s (%s)",
-		    nyx_route_blocker(res.verdict)->code, res.message,
-		    nyx_cli_diag());
-		nyx_cli_emit(nyx_route_admission(
-		    &inv, &res, s->base_url, nyx_cli_diag(), nyx_now_ms()));
-		code = NYX_EXIT_BLOCKED;
+		code = nyx_cli_emit_blocked(
+		    nyx_route_admission(
+		        &inv, &res, s->base_url, nyx_cli_diag(), nyx_now_ms()),
+		    NYX_EXIT_BLOCKED);
 		goto out;
 	}
 	rt->id = strdup(res.selected->r->id);
@@ -453,10 +434,9 @@ run_nyxid(const struct opts *o, const struct nyx_common *cm,
 		    "durable execution (the default for the nyxid backend) is "
 		    "not available in this build yet; pass --sync for POST "
 		    "/execute");
-	if (s->base_url == NULL)
-		return nyx_err_set(err, NYX_EXIT_CONFIG, "base_url_missing",
-		    "no NyxID base URL is configured (--base-url, NYX_BASE_URL "
-		    "or a profile's base_url)");
+	/* the admission on stdin is checked against it */
+	if (nyx_settings_require_base_url(s, err) < 0)
+		return -1;
 	got = nyx_cli_read_record(&rec, err);
 	if (got < 0)
 		return -1;

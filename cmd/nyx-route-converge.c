@@ -120,19 +120,10 @@ conv_obj(const struct conv *c)
 static int
 emit(jv rec, const struct conv *c, int code)
 {
-	jv b = nyx_json_get(rec, "blocker");
-
-	if (jv_get_kind(b) == JV_KIND_OBJECT)
-		nyx_log(NYX_LOG_ERROR, "%s: %s (%s)",
-		    nyx_json_peek_str(b, "code"),
-		    nyx_json_peek_str(b, "message"), nyx_cli_diag());
-	jv_free(b);
 	rec = jv_object_set(rec, jv_string("convergence"), conv_obj(c));
-	if (jv_get_kind(rec) == JV_KIND_OBJECT && code != NYX_EXIT_OK &&
-	    nyx_json_has(rec, "exit"))
+	if (code != NYX_EXIT_OK && nyx_json_has(rec, "exit"))
 		rec = jv_object_set(rec, jv_string("exit"), jv_number(code));
-	nyx_cli_emit(rec);
-	return code;
+	return nyx_cli_emit_blocked(rec, code);
 }
 
 static void
@@ -391,8 +382,8 @@ run(const struct opts *o, const struct nyx_common *cm, struct nyx_err *err)
 	struct ctx x;
 	struct conv c;
 	jv rec = jv_invalid();
-	char *exact = NULL;
-	int code = -1, got;
+	char *exact = NULL, why[400];
+	int code = -1, got, rc;
 
 	memset(&x, 0, sizeof(x));
 	nyx_settings_init(&s);
@@ -456,56 +447,25 @@ run(const struct opts *o, const struct nyx_common *cm, struct nyx_err *err)
 		}
 		jv_free(rec);
 	}
-	if (s.base_url == NULL) {
-		nyx_err_set(err, NYX_EXIT_CONFIG, "base_url_missing",
-		    "no NyxID base URL is configured (--base-url, NYX_BASE_URL "
-		    "or a profile's base_url)");
+	rc = nyx_nyxid_open(&x.client, cm, &s, &cred, why, sizeof(why), err);
+	if (rc < 0)
 		goto out;
-	}
-	if (nyx_settings_load_token(cm, &s, 0, err) < 0)
-		goto out;
-	if (s.token == NULL) {
-		code = blocked(&x, NYX_ROUTE_CREDENTIAL_REQUIRED,
-		    "No source-readable NyxID credential is configured "
-		    "(--token-file, NYX_TOKEN_FILE, NYX_TOKEN or a profile's "
-		    "token_file).",
-		    0, NYX_EXIT_NOPERM, &c, NULL);
-		goto out;
-	}
-	nyx_log_add_secret(s.token);
-	if (nyx_cred_check(s.token, err) < 0)
-		goto out;
-	nyx_cred_classify(s.token, &cred);
-	if (o->apply && !nyx_cred_can_write(&cred)) {
-		char msg[300];
-
+	if (o->apply && s.token != NULL && !nyx_cred_can_write(&cred)) {
 		/* decided locally: not one request is made */
-		snprintf(msg, sizeof(msg),
+		snprintf(why, sizeof(why),
 		    "Route repair needs a direct human NyxID user access "
 		    "token; the configured credential (from %s) is a %s.",
 		    s.token_origin, nyx_cred_kind_name(cred.kind));
 		conv_init(&c, "not_writable");
-		code = blocked(&x, NYX_ROUTE_WRITE_AUTHORITY_REQUIRED, msg, 0,
+		code = blocked(&x, NYX_ROUTE_WRITE_AUTHORITY_REQUIRED, why, 0,
 		    NYX_EXIT_BLOCKED, &c, NULL);
 		goto out;
 	}
-	if (!nyx_cred_source_readable(&cred)) {
-		code = blocked(&x, NYX_ROUTE_CREDENTIAL_REQUIRED,
-		    "The configured credential cannot read NyxID inventory; "
-		    "a user access token or a delegation token with "
-		    "account:read is required.",
-		    0, NYX_EXIT_NOPERM, &c, NULL);
+	if (rc == 1) {
+		code = blocked(&x, NYX_ROUTE_CREDENTIAL_REQUIRED, why, 0,
+		    NYX_EXIT_NOPERM, &c, NULL);
 		goto out;
 	}
-	x.client.http = nyx_http_new();
-	if (x.client.http == NULL) {
-		nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
-		goto out;
-	}
-	x.client.base_url = s.base_url;
-	x.client.token = s.token;
-	x.client.timeout_ms = s.timeout_ms;
-	x.client.max_inventory_bytes = s.max_inventory_bytes;
 	code = converge(&x);
 out:
 	free(exact);

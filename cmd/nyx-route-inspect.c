@@ -274,51 +274,20 @@ run(const struct opts *o, const struct nyx_common *cm, struct nyx_err *err)
 	} else {
 		struct nyx_nyxid client;
 		struct nyx_read_fail fail;
+		char why[400];
+		int rc;
 
-		if (s.base_url == NULL) {
-			nyx_err_set(err, NYX_EXIT_CONFIG, "base_url_missing",
-			    "no NyxID base URL is configured (--base-url, "
-			    "NYX_BASE_URL or a profile's base_url)");
+		memset(&client, 0, sizeof(client));
+		rc = nyx_nyxid_open(
+		    &client, cm, &s, &cred, why, sizeof(why), err);
+		http = client.http;
+		if (rc < 0)
 			goto out;
-		}
-		if (nyx_settings_load_token(cm, &s, 0, err) < 0)
-			goto out;
-		if (s.token == NULL) {
+		if (rc == 1) {
 			code = blocked_early(o, NYX_ROUTE_CREDENTIAL_REQUIRED,
-			    "No source-readable NyxID credential is configured "
-			    "(--token-file, NYX_TOKEN_FILE, NYX_TOKEN or a "
-			    "profile's token_file).",
-			    0, NYX_EXIT_NOPERM, s.base_url);
+			    why, 0, NYX_EXIT_NOPERM, s.base_url);
 			goto out;
 		}
-		nyx_log_add_secret(s.token);
-		if (nyx_cred_check(s.token, err) < 0)
-			goto out;
-		nyx_cred_classify(s.token, &cred);
-		if (!nyx_cred_source_readable(&cred)) {
-			char msg[300];
-
-			snprintf(msg, sizeof(msg),
-			    "The configured credential "
-			    "(%s, from %s) cannot read NyxID inventory; a user "
-			    "access token or a delegation token with "
-			    "account:read is required.",
-			    nyx_cred_kind_name(cred.kind), s.token_origin);
-			code = blocked_early(o, NYX_ROUTE_CREDENTIAL_REQUIRED,
-			    msg, 0, NYX_EXIT_NOPERM, s.base_url);
-			goto out;
-		}
-		http = nyx_http_new();
-		if (http == NULL) {
-			nyx_err_set(
-			    err, NYX_EXIT_OSERR, "oom", "out of memory");
-			goto out;
-		}
-		client.http = http;
-		client.base_url = s.base_url;
-		client.token = s.token;
-		client.timeout_ms = s.timeout_ms;
-		client.max_inventory_bytes = s.max_inventory_bytes;
 		observed = nyx_now_ms();
 		if (nyx_nyxid_read_inventory(&client, &inv, &fail) < 0) {
 			code = blocked_early(o, fail.verdict, fail.message,

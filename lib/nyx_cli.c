@@ -328,3 +328,21 @@ nyx_cli_pass_through(jv rec, int dflt)
 	nyx_cli_emit(rec);
 	return code;
 }
+
+int
+nyx_cli_emit_blocked(jv rec, int code)
+{
+	jv b = nyx_json_get(rec, "blocker");
+
+	if (jv_get_kind(b) == JV_KIND_OBJECT)
+		nyx_log(NYX_LOG_ERROR, "%s: %s (%s)",
+		    nyx_json_peek_str(b, "code") ? nyx_json_peek_str(b, "code")
+		                                 : "blocked",
+		    nyx_json_peek_str(b, "message")
+		        ? nyx_json_peek_str(b, "message")
+		        : "",
+		    diag);
+	jv_free(b);
+	nyx_cli_emit(rec);
+	return code;
+}

@@ -88,6 +88,13 @@ int nyx_cli_read_record(jv *rec, struct nyx_err *err);
  */
 int nyx_cli_pass_through(jv rec, int dflt);
 
+/*
+ * Report a record once: when it carries a blocker, its "CODE: message"
+ * on stderr (with the diagnostic id); then emit it (consumed).  Returns
+ * code.
+ */
+int nyx_cli_emit_blocked(jv rec, int code);
+
 /* Set when --pretty was given. */
 void nyx_cli_set_pretty(bool pretty);
 

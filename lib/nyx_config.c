@@ -670,3 +670,13 @@ nyx_settings_load_token(const struct nyx_common *c, struct nyx_settings *s,
 	}
 	return 0;
 }
+
+int
+nyx_settings_require_base_url(const struct nyx_settings *s, struct nyx_err *err)
+{
+	if (s->base_url != NULL)
+		return 0;
+	return nyx_err_set(err, NYX_EXIT_CONFIG, "base_url_missing",
+	    "no NyxID base URL is configured (--base-url, NYX_BASE_URL or a "
+	    "profile's base_url)");
+}

@@ -81,6 +81,10 @@ int nyx_yaml_load_buf(const char *buf, size_t len, const char *name, jv *out,
 int nyx_config_check_perms(
     int fd, const char *path, bool secret, struct nyx_err *err);
 
+/* 0 when a base URL is configured, else -1 with err (78). */
+int nyx_settings_require_base_url(
+    const struct nyx_settings *s, struct nyx_err *err);
+
 /* Expand a leading "~/" with $HOME into a new heap string. */
 char *nyx_expand_home(const char *path);
 

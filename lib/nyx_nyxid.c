@@ -271,3 +271,40 @@ nyx_nyxid_write(const struct nyx_nyxid *c, const char *method, const char *path,
 	nyx_buf_free(&auth);
 	free(json);
 }
+
+int
+nyx_nyxid_open(struct nyx_nyxid *c, const struct nyx_common *cm,
+    struct nyx_settings *s, struct nyx_cred *cred, char *why, size_t whysz,
+    struct nyx_err *err)
+{
+	memset(cred, 0, sizeof(*cred));
+	if (nyx_settings_require_base_url(s, err) < 0 ||
+	    nyx_settings_load_token(cm, s, 0, err) < 0)
+		return -1;
+	if (s->token == NULL) {
+		snprintf(why, whysz,
+		    "No source-readable NyxID credential is configured "
+		    "(--token-file, NYX_TOKEN_FILE, NYX_TOKEN or a profile's "
+		    "token_file).");
+		return 1;
+	}
+	nyx_log_add_secret(s->token);
+	if (nyx_cred_check(s->token, err) < 0)
+		return -1;
+	nyx_cred_classify(s->token, cred);
+	if (!nyx_cred_source_readable(cred)) {
+		snprintf(why, whysz,
+		    "The configured credential (%s, from %s) cannot read NyxID "
+		    "inventory; a user access token or a delegation token with "
+		    "account:read is required.",
+		    nyx_cred_kind_name(cred->kind), s->token_origin);
+		return 1;
+	}
+	if (c->http == NULL && (c->http = nyx_http_new()) == NULL)
+		return nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
+	c->base_url = s->base_url;
+	c->token = s->token;
+	c->timeout_ms = s->timeout_ms;
+	c->max_inventory_bytes = s->max_inventory_bytes;
+	return 0;
+}

@@ -13,6 +13,8 @@
 
 #include <stddef.h>
 
+#include "nyx_config.h"
+#include "nyx_cred.h"
 #include "nyx_http.h"
 #include "nyx_inventory.h"
 #include "nyx_route.h"
@@ -31,6 +33,18 @@ struct nyx_nyxid {
 	long timeout_ms; /* 0: 15 s */
 	size_t max_inventory_bytes;
 };
+
+/*
+ * Ready c for the source-readable token (WIRE.md 1): require a base URL
+ * (78), load the token by precedence, refuse a malformed one (77), and
+ * classify it into *cred.  Returns 0 when c is ready (c->http is made when
+ * it is NULL; the caller frees it), 1 when there is no token or it may not
+ * read inventory (why holds the CODE_EXECUTION_SOURCE_CREDENTIAL_REQUIRED
+ * message; no request was made), -1 with err.
+ */
+int nyx_nyxid_open(struct nyx_nyxid *c, const struct nyx_common *cm,
+    struct nyx_settings *s, struct nyx_cred *cred, char *why, size_t whysz,
+    struct nyx_err *err);
 
 int nyx_nyxid_read_inventory(const struct nyx_nyxid *c,
     struct nyx_inventory *inv, struct nyx_read_fail *fail);
