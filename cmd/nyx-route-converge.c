@@ -140,13 +140,13 @@ table(const struct nyx_resolution *res, const char *when)
 {
 	size_t i;
 
-	fprintf(stderr, "%s:\n", when);
+	nyx_log_text("%s:\n", when);
 	for (i = 0; i < res->ncands; i++) {
 		const struct nyx_candidate *c = &res->cands[i];
 
 		if (!c->relevant)
 			continue;
-		fprintf(stderr,
+		nyx_log_text(
 		    "  %s  %s  ready=%s writable=%s "
 		    "forward_access_token=%s inject_delegation_token=%s "
 		    "delegation_token_scope=%s%s%s\n",
@@ -346,12 +346,12 @@ converge(struct ctx *x)
 			    : nyx_repair_alias_body(&plan);
 			body = nyx_json_dump(jv_copy(c.patch));
 			if (plan.action == NYX_REPAIR_UPDATE)
-				fprintf(stderr,
+				nyx_log_text(
 				    "%s: plan: PUT /api/v1/user-services/%s "
 				    "%s\n",
 				    nyx_cli_prog(), plan.target->r->id, body);
 			else
-				fprintf(stderr,
+				nyx_log_text(
 				    "%s: plan: POST /api/v1/keys %s (the "
 				    "platform route %s is auto-connected and "
 				    "never written)\n",

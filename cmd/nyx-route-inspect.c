@@ -175,9 +175,8 @@ print_table(const struct nyx_resolution *res)
 		if (strlen(c->r->slug) > sw)
 			sw = strlen(c->r->slug);
 	}
-	fprintf(stderr,
-	    "%-*s  %-*s  CANON  ACCESS  ACTIVE  READY  POLICY  "
-	    "WRITE  VERDICT\n",
+	nyx_log_text("%-*s  %-*s  CANON  ACCESS  ACTIVE  READY  POLICY  "
+	             "WRITE  VERDICT\n",
 	    (int)w, "ROUTE", (int)sw, "SLUG");
 	for (i = 0; i < res->ncands; i++) {
 		const struct nyx_candidate *c = &res->cands[i];
@@ -192,9 +191,8 @@ print_table(const struct nyx_resolution *res)
 			verdict = "eligible";
 		else
 			verdict = c->why_not;
-		fprintf(stderr,
-		    "%-*s  %-*s  %-5s  %-6s  %-6s  %-5s  %-6s  "
-		    "%-5s  %s\n",
+		nyx_log_text("%-*s  %-*s  %-5s  %-6s  %-6s  %-5s  %-6s  "
+		             "%-5s  %s\n",
 		    (int)w, c->r->id, (int)sw, c->r->slug, yn(c->canonical),
 		    c->canonical ? yn(c->accessible) : "-",
 		    c->accessible ? yn(c->active) : "-",
@@ -202,31 +200,26 @@ print_table(const struct nyx_resolution *res)
 		    yn(nyx_route_policy_ok(c->r, NULL, NULL)), yn(c->writable),
 		    verdict);
 		if (c->r->forward_access_token != 1)
-			fprintf(stderr, "  forward_access_token: %s -> true\n",
+			nyx_log_text("  forward_access_token: %s -> true\n",
 			    nyx_tri_str(c->r->forward_access_token));
 		if (c->r->inject_delegation_token != 1)
-			fprintf(stderr,
-			    "  inject_delegation_token: %s -> true\n",
+			nyx_log_text("  inject_delegation_token: %s -> true\n",
 			    nyx_tri_str(c->r->inject_delegation_token));
 		if (c->miss_proxy || c->miss_sandbox)
-			fprintf(stderr,
-			    "  delegation_token_scope: missing "
-			    "[%s%s%s]\n",
+			nyx_log_text("  delegation_token_scope: missing "
+			             "[%s%s%s]\n",
 			    c->miss_proxy ? "proxy:*" : "",
 			    c->miss_proxy && c->miss_sandbox ? ", " : "",
 			    c->miss_sandbox ? "sandbox:execute" : "");
 		if (c->ready && c->k && c->k->auto_connected == NYX_ABSENT)
-			fprintf(stderr,
-			    "  auto_connected: absent (not "
-			    "writable)\n");
+			nyx_log_text("  auto_connected: absent (not "
+			             "writable)\n");
 	}
 	if (shown == 0)
-		fprintf(stderr,
-		    "(no route with slug chrono-sandbox or "
-		    "chrono-sandbox-aevatar)\n");
-	fprintf(stderr,
-	    "counts: canonical=%d accessible=%d active=%d "
-	    "eligible=%d\n",
+		nyx_log_text("(no route with slug chrono-sandbox or "
+		             "chrono-sandbox-aevatar)\n");
+	nyx_log_text("counts: canonical=%d accessible=%d active=%d "
+	             "eligible=%d\n",
 	    res->canonical, res->accessible, res->active, res->eligible);
 }
 
@@ -235,8 +228,8 @@ static void
 report_blocked(const struct opts *o, const char *code, const char *message)
 {
 	if (o->check)
-		fprintf(stderr, "%s: DRIFT: %s: %s\n", nyx_cli_prog(), code,
-		    message);
+		nyx_log_text("%s: DRIFT: %s: %s (%s)\n", nyx_cli_prog(), code,
+		    message, nyx_cli_diag());
 	else
 		nyx_log(NYX_LOG_ERROR, "%s: %s (%s)", code, message,
 		    nyx_cli_diag());
@@ -307,12 +300,11 @@ run(const struct opts *o, const struct nyx_common *cm, struct nyx_err *err)
 	    inv.nroutes, res.canonical, res.accessible, res.active,
 	    res.eligible);
 	if (res.verdict == NYX_ROUTE_ADMITTED) {
-		/* under -q a passing cron check stays silent */
-		if (o->check && !cm->quiet)
-			fprintf(stderr,
-			    "%s: PASS: the %s route satisfies the "
-			    "code execution contract\n",
-			    nyx_cli_prog(), res.selected->r->slug);
+		/* nyx_log_line: under -q a passing cron check stays silent */
+		if (o->check)
+			nyx_log_line("PASS: the %s route satisfies the code "
+			             "execution contract",
+			    res.selected->r->slug);
 		code = NYX_EXIT_OK;
 	} else {
 		report_blocked(

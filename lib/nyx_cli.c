@@ -66,13 +66,14 @@ nyx_cli_set_pretty(bool p)
 void
 nyx_cli_usage(const char *fmt, ...)
 {
+	char raw[1024];
 	va_list ap;
 
-	fprintf(stderr, "%s: usage: ", prog);
+	/* the message may quote argv: it goes through the redactor too */
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(raw, sizeof(raw), fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "\nTry '%s --help'\n", prog);
+	nyx_log_text("%s: usage: %s\nTry '%s --help'\n", prog, raw, prog);
 	exit(NYX_EXIT_USAGE);
 }
 
@@ -278,9 +279,8 @@ nyx_cli_finish(int code)
 	if (stdout_failed) {
 		/* a reader that went away is not worth a message */
 		if (stdout_errno != EPIPE)
-			fprintf(stderr,
-			    "%s: error: write error on stdout: %s\n", prog,
-			    strerror(stdout_errno ? stdout_errno : EIO));
+			nyx_log(NYX_LOG_ERROR, "write error on stdout: %s (%s)",
+			    strerror(stdout_errno ? stdout_errno : EIO), diag);
 		return NYX_EXIT_IOERR;
 	}
 	return code;

@@ -217,3 +217,16 @@ nyx_log_line(const char *fmt, ...)
 	nyx_log_redact(raw, clean, sizeof(clean));
 	fprintf(stderr, "%s: %s\n", log_prog, clean);
 }
+
+void
+nyx_log_text(const char *fmt, ...)
+{
+	char raw[2048], clean[2048];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(raw, sizeof(raw), fmt, ap);
+	va_end(ap);
+	nyx_log_redact(raw, clean, sizeof(clean));
+	fputs(clean, stderr);
+}

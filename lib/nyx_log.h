@@ -36,6 +36,12 @@ int nyx_log_enabled(enum nyx_log_level level);
 void nyx_log(enum nyx_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/*
+ * Text the operator asked for (tables, plans, check summaries): written
+ * as given, redacted, whatever -q says.
+ */
+void nyx_log_text(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* One plain "PROG: message" line (redacted), shown unless -q. */
 void nyx_log_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

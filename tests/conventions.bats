@@ -59,7 +59,7 @@ long_opts() {
 	done
 	run -74 --separate-stderr bash -c 'nyx-route-inspect --inventory "$0" >/dev/full' \
 		"$FIX/nyx-route-inspect/inventory.json"
-	[[ $stderr == *"write error on stdout"* ]]
+	[[ $stderr == "nyx-route-inspect: error: write error on stdout: "*"(nyx-"*")" ]]
 }
 
 @test "a reader that went away (EPIPE) exits 74 quietly" {
@@ -185,4 +185,15 @@ EOF2
 		run -64 code-exec --sync --timeout "$t" --base-url http://127.0.0.1:1 -l bash -e x </dev/null
 		jq_ok '.code=="timeout_invalid"'
 	done
+}
+
+@test "a credential mistakenly given on argv is not echoed by a usage message" {
+	key=nyxid_ag_0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
+	run -64 --separate-stderr nyx-route-inspect "$key"
+	[[ $stderr == *"unexpected argument '[redacted]'"* ]]
+	[[ $stderr != *"$key"* ]]
+	jwt=eyJhbGciOiJub25lIn0.eyJzdWIiOiJ1In0.c2ln
+	run -64 --separate-stderr nyx-route-converge "--bogus=$jwt"
+	[[ $stderr == *"unknown option '--bogus=[redacted]'"* ]]
+	[[ $stderr != *"$jwt"* ]]
 }

@@ -201,6 +201,8 @@ inspect() {
 	run -1 --separate-stderr inspect "$ALICE" --check
 	[[ $stderr == "nyx-route-inspect: DRIFT: CODE_EXECUTION_ROUTE_POLICY_MISMATCH: "* ]]
 	[ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ]
+	# the same diagnostic id as the record
+	[[ $stderr == *"($(last_line | jq -r .diagnostic_id))" ]]
 	run -1 --separate-stderr inspect "$ALICE" --check -q
 	[[ $stderr == *"DRIFT: "* ]]
 	reset_world "$R/inactive.yaml"
