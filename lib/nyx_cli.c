@@ -315,16 +315,18 @@ nyx_cli_read_record(jv *rec, struct nyx_err *err)
 int
 nyx_cli_pass_through(jv rec, int dflt)
 {
+	const char *type = nyx_json_peek_str(rec, "type");
 	jv e = nyx_json_get(rec, "exit");
 	int code = dflt;
 
-	if (jv_get_kind(e) == JV_KIND_NUMBER && jv_number_value(e) >= 1 &&
+	/* only an error record's "exit" travels (PRODUCT §2, §6) */
+	if (type != NULL && strcmp(type, "error") == 0 &&
+	    jv_get_kind(e) == JV_KIND_NUMBER && jv_number_value(e) >= 1 &&
 	    jv_number_value(e) <= 125)
 		code = (int)jv_number_value(e);
 	jv_free(e);
 	nyx_log(NYX_LOG_INFO, "passing the upstream %s record through",
-	    nyx_json_peek_str(rec, "type") ? nyx_json_peek_str(rec, "type")
-	                                   : "input");
+	    type ? type : "input");
 	nyx_cli_emit(rec);
 	return code;
 }

@@ -83,8 +83,9 @@ int nyx_cli_finish(int code);
 int nyx_cli_read_record(jv *rec, struct nyx_err *err);
 
 /*
- * Pass a record on unchanged (consumes it) and return the exit code it
- * carries in "exit" (1..125), else dflt.
+ * Pass a record on unchanged (consumes it). An error record keeps the
+ * exit code it carries in "exit" (1..125); any other record (a blocked
+ * admission: 3) and an error without one exit with dflt.
  */
 int nyx_cli_pass_through(jv rec, int dflt);
 

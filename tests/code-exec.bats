@@ -224,6 +224,11 @@ open('work.txt', 'w').write('ok'); print('work: writable')
 	clear_requests
 	run -3 sync_run -l bash -e 'echo never' <"$BATS_TEST_TMPDIR/blocked"
 	[ "$output" = "$(cat "$BATS_TEST_TMPDIR/blocked")" ]
+	# blocked is 3 whatever its producer exited with (here 75)
+	nyx-route-inspect --base-url http://127.0.0.1:1 --token-file "$ALICE_TOK" >"$BATS_TEST_TMPDIR/unavail" 2>/dev/null || true
+	jq -e '.exit==75' "$BATS_TEST_TMPDIR/unavail" >/dev/null
+	run -3 sync_run -l bash -e 'echo never' <"$BATS_TEST_TMPDIR/unavail"
+	[ "$output" = "$(cat "$BATS_TEST_TMPDIR/unavail")" ]
 	printf '{"v":1,"type":"error","tool":"x","code":"c","class":"transient","exit":75,"retryable":true,"message":"m","diagnostic_id":"nyx-00000000000000000000000000000000"}\n' >"$BATS_TEST_TMPDIR/err"
 	run -75 sync_run -l bash -e 'echo never' <"$BATS_TEST_TMPDIR/err"
 	# the same document (emitted in the canonical sorted, compact form)

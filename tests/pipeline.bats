@@ -55,11 +55,14 @@ setup() {
 	[ "$(printf '%s\n' "$output" | jq -s 'map(select(.method!="GET"))|length')" -eq 0 ]
 }
 
-@test "a read failure keeps its exit code through the whole pipe" {
-	run -75 bash -c 'nyx-route-inspect --base-url http://127.0.0.1:1 --token-file "$TOK" 2>/dev/null |
+@test "a read failure flows through as blocked (3); the record and PIPESTATUS keep the reader's 75" {
+	pipe='nyx-route-inspect --base-url http://127.0.0.1:1 --token-file "$TOK" 2>/dev/null |
 		nyx-route-converge --base-url http://127.0.0.1:1 --token-file "$TOK" |
 		code-exec --sync --base-url http://127.0.0.1:1 --token-file "$TOK" -l bash -e x'
+	run -3 bash -c "$pipe"
 	jq_ok '.blocker.code=="CODE_EXECUTION_ROUTE_SOURCE_UNAVAILABLE" and .exit==75'
+	run -0 bash -c "$pipe"' >/dev/null; echo "${PIPESTATUS[*]}"'
+	[ "$output" = "75 3 3" ]
 }
 
 @test "an error record passes through and keeps its exit code" {
