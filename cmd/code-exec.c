@@ -437,24 +437,14 @@ run_nyxid(const struct opts *o, const struct nyx_common *cm,
 	/* the admission on stdin is checked against it */
 	if (nyx_settings_require_base_url(s, err) < 0)
 		return -1;
-	got = nyx_cli_read_record(&rec, err);
+	got = nyx_cli_read_upstream(&rec, err);
 	if (got < 0)
 		return -1;
-	if (got == 1) {
-		const char *type = nyx_json_peek_str(rec, "type");
-		const char *status = nyx_json_peek_str(rec, "status");
-
-		if (type != NULL && strcmp(type, "error") == 0)
-			return nyx_cli_pass_through(rec, NYX_EXIT_BLOCKED);
-		if (type == NULL || strcmp(type, "route.admission") != 0) {
-			jv_free(rec);
-			return nyx_err_set(err, NYX_EXIT_DATAERR,
-			    "input_invalid",
-			    "stdin must hold a route.admission or error "
-			    "record");
-		}
-		if (status != NULL && strcmp(status, "blocked") == 0)
-			return nyx_cli_pass_through(rec, NYX_EXIT_BLOCKED);
+	if (got == NYX_UPSTREAM_ERROR)
+		return nyx_cli_pass_through(rec, NYX_EXIT_SOFTWARE);
+	if (got == NYX_UPSTREAM_BLOCKED)
+		return nyx_cli_pass_through(rec, NYX_EXIT_BLOCKED);
+	if (got == NYX_UPSTREAM_ADMITTED) {
 		fresh = take_admission(rec, s, &rt, err);
 		jv_free(rec);
 		if (fresh < 0)
@@ -465,7 +455,7 @@ run_nyxid(const struct opts *o, const struct nyx_common *cm,
 		nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
 		goto out;
 	}
-	if (got == 0 || fresh == 0) {
+	if (got == NYX_UPSTREAM_NONE || fresh == 0) {
 		/* no admission, or a stale one: resolve (its exact id) now */
 		char *exact = rt.id ? strdup(rt.id) : NULL;
 

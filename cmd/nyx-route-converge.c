@@ -393,12 +393,10 @@ run(const struct opts *o, const struct nyx_common *cm, struct nyx_err *err)
 	conv_init(&c, "not_applicable");
 	if (nyx_settings_resolve(cm, &s, err) < 0)
 		goto out;
-	got = nyx_cli_read_record(&rec, err);
+	got = nyx_cli_read_upstream(&rec, err);
 	if (got < 0)
 		goto out;
-	if (got == 1) {
-		const char *type = nyx_json_peek_str(rec, "type");
-		const char *status = nyx_json_peek_str(rec, "status");
+	if (got != NYX_UPSTREAM_NONE) {
 		const char *base = nyx_json_peek_str(rec, "base_url");
 		jv b = nyx_json_get(rec, "blocker");
 		const char *bcode = nyx_json_peek_str(b, "code");
@@ -406,23 +404,15 @@ run(const struct opts *o, const struct nyx_common *cm, struct nyx_err *err)
 		    strcmp(bcode, "CODE_EXECUTION_ROUTE_POLICY_MISMATCH") == 0;
 
 		jv_free(b);
-		if (type != NULL && strcmp(type, "error") == 0) {
+		if (got == NYX_UPSTREAM_ERROR) {
 			code = nyx_cli_pass_through(rec, NYX_EXIT_SOFTWARE);
 			goto out;
 		}
-		if (type == NULL || strcmp(type, "route.admission") != 0 ||
-		    status == NULL) {
-			jv_free(rec);
-			nyx_err_set(err, NYX_EXIT_DATAERR, "input_invalid",
-			    "stdin must hold a route.admission or error "
-			    "record");
-			goto out;
-		}
-		if (strcmp(status, "admitted") == 0 && !o->recheck) {
+		if (got == NYX_UPSTREAM_ADMITTED && !o->recheck) {
 			code = nyx_cli_pass_through(rec, NYX_EXIT_OK);
 			goto out;
 		}
-		if (strcmp(status, "blocked") == 0 && !mismatch) {
+		if (got == NYX_UPSTREAM_BLOCKED && !mismatch) {
 			/* nothing a route write can fix: flows through */
 			code = nyx_cli_pass_through(rec, NYX_EXIT_BLOCKED);
 			goto out;
@@ -436,7 +426,7 @@ run(const struct opts *o, const struct nyx_common *cm, struct nyx_err *err)
 			    "base URL");
 			goto out;
 		}
-		if (strcmp(status, "admitted") == 0 && x.exact == NULL) {
+		if (got == NYX_UPSTREAM_ADMITTED && x.exact == NULL) {
 			jv route = nyx_json_get(rec, "route");
 			const char *id =
 			    nyx_json_peek_str(route, "user_service_id");

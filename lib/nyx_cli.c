@@ -313,6 +313,31 @@ nyx_cli_read_record(jv *rec, struct nyx_err *err)
 }
 
 int
+nyx_cli_read_upstream(jv *rec, struct nyx_err *err)
+{
+	const char *type, *status;
+	int got = nyx_cli_read_record(rec, err);
+
+	if (got <= 0)
+		return got < 0 ? -1 : NYX_UPSTREAM_NONE;
+	type = nyx_json_peek_str(*rec, "type");
+	status = nyx_json_peek_str(*rec, "status");
+	if (type != NULL && strcmp(type, "error") == 0)
+		return NYX_UPSTREAM_ERROR;
+	if (type != NULL && strcmp(type, "route.admission") == 0 &&
+	    status != NULL && strcmp(status, "admitted") == 0)
+		return NYX_UPSTREAM_ADMITTED;
+	if (type != NULL && strcmp(type, "route.admission") == 0 &&
+	    status != NULL && strcmp(status, "blocked") == 0)
+		return NYX_UPSTREAM_BLOCKED;
+	jv_free(*rec);
+	*rec = jv_invalid();
+	return nyx_err_set(err, NYX_EXIT_DATAERR, "input_invalid",
+	    "stdin must hold a route.admission (admitted or blocked) or an "
+	    "error record");
+}
+
+int
 nyx_cli_pass_through(jv rec, int dflt)
 {
 	const char *type = nyx_json_peek_str(rec, "type");

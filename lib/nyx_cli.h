@@ -82,6 +82,21 @@ int nyx_cli_finish(int code);
  */
 int nyx_cli_read_record(jv *rec, struct nyx_err *err);
 
+/* What an upstream record on stdin is (nyx_cli_read_upstream). */
+enum nyx_upstream {
+	NYX_UPSTREAM_NONE, /* no record: stdin is a terminal or empty */
+	NYX_UPSTREAM_ERROR, /* an error record */
+	NYX_UPSTREAM_ADMITTED, /* a route.admission with status admitted */
+	NYX_UPSTREAM_BLOCKED, /* a route.admission with status blocked */
+};
+
+/*
+ * Read at most one record from stdin (nyx_cli_read_record) and say what it
+ * is; anything but an error record or an admitted or blocked
+ * route.admission is refused, -1 with err 65. *rec is set unless NONE.
+ */
+int nyx_cli_read_upstream(jv *rec, struct nyx_err *err);
+
 /*
  * Pass a record on unchanged (consumes it). An error record keeps the
  * exit code it carries in "exit" (1..125); any other record (a blocked

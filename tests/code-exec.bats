@@ -242,6 +242,12 @@ open('work.txt', 'w').write('ok'); print('work: writable')
 	run -65 sync_run -l bash -e x <<<'not json'
 	run -65 sync_run -l bash -e x <<<'{"v":1,"type":"exec.result"}'
 	run -65 sync_run -l bash -e x <<<'{"v":1,"type":"route.admission","status":"admitted"}'
+	# an admission is admitted or blocked: any other status is not run
+	for st in '"pending"' null; do
+		jq -c ".status=$st" "$BATS_TEST_TMPDIR/adm" >"$BATS_TEST_TMPDIR/odd"
+		run -65 sync_run -l bash -e x <"$BATS_TEST_TMPDIR/odd"
+		jq_ok '.code=="input_invalid"'
+	done
 	# a record made for another host never redirects the credential
 	jq -c '.base_url="https://evil.example.com"' "$BATS_TEST_TMPDIR/adm" >"$BATS_TEST_TMPDIR/other"
 	run -65 sync_run -l bash -e x <"$BATS_TEST_TMPDIR/other"

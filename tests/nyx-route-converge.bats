@@ -236,6 +236,10 @@ writes() {
 	[ "$output" = "$(cat "$BATS_TEST_TMPDIR/err")" ]
 	[ "$(request_count)" -eq 0 ]
 	run -65 nyx-route-converge --base-url "$NYX_TEST_BASE" <<<'{"v":1,"type":"exec.result"}'
+	# a route.admission is admitted or blocked; nothing is repaired for another status
+	jq -c '.status="pending"' "$BATS_TEST_TMPDIR/blocked" >"$BATS_TEST_TMPDIR/odd"
+	run -65 nyx-route-converge --apply --base-url "$NYX_TEST_BASE" --token-file "$(token_file "$ALICE")" <"$BATS_TEST_TMPDIR/odd"
+	jq_ok '.code=="input_invalid"'
 	run -65 nyx-route-converge --base-url "$NYX_TEST_BASE" <<<'garbage'
 }
 
