@@ -478,13 +478,8 @@ main(int argc, char **argv)
 	idx = nyx_cli_parse(argc, argv, &spec, &o, &cm);
 	if (idx < argc)
 		nyx_cli_usage("unexpected argument '%s'", argv[idx]);
-	if (nyx_time_init(&err) < 0)
+	if (nyx_time_init(&err) < 0 || nyx_http_global_init(&err) < 0)
 		return nyx_cli_fail(&err);
-	if (nyx_http_global_init() < 0) {
-		nyx_err_set(&err, NYX_EXIT_OSERR, "http_init_failed",
-		    "cannot initialise libcurl");
-		return nyx_cli_fail(&err);
-	}
 	code = run(&o, &cm, &err);
 	nyx_http_global_cleanup();
 	if (code < 0)

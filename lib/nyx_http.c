@@ -34,9 +34,12 @@ struct xfer {
 };
 
 int
-nyx_http_global_init(void)
+nyx_http_global_init(struct nyx_err *err)
 {
-	return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+		return nyx_err_set(err, NYX_EXIT_OSERR, "http_init_failed",
+		    "cannot initialise libcurl");
+	return 0;
 }
 
 void

@@ -77,7 +77,8 @@ struct nyx_http_resp {
 
 struct nyx_http;
 
-int nyx_http_global_init(void);
+/* libcurl, once per process: -1 with err 71 when it cannot start. */
+int nyx_http_global_init(struct nyx_err *err);
 void nyx_http_global_cleanup(void);
 
 struct nyx_http *nyx_http_new(void);

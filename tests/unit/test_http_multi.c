@@ -29,7 +29,7 @@ main(int argc, char **argv)
 		printf("1..0 # SKIP needs BASE_URL TOKEN\n");
 		return 0;
 	}
-	nyx_http_global_init();
+	nyx_http_global_init(NULL);
 	snprintf(url, sizeof(url), "%s/api/v1/keys", argv[1]);
 	nyx_buf_printf(&auth, "Authorization: Bearer %s", argv[2]);
 	hdrs[0] = auth.data;
