@@ -1,6 +1,5 @@
 #include "nyx_chrono.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,18 +85,6 @@ fail(struct nyx_exec_outcome *o, const char *code, const char *kind,
 	o->exit = exit_code;
 }
 
-/* An integral number in [lo, hi]. */
-static bool
-integral(jv v, double lo, double hi)
-{
-	double d;
-
-	if (jv_get_kind(v) != JV_KIND_NUMBER)
-		return false;
-	d = jv_number_value(v);
-	return isfinite(d) && d == floor(d) && d >= lo && d <= hi;
-}
-
 /* The diagnostic id at the top level, inside error, or inside body. */
 static void
 take_diag(jv doc, struct nyx_exec_outcome *o)
@@ -150,10 +137,10 @@ classify_2xx(jv doc, struct nyx_exec_outcome *o)
 	    jv_get_kind(out) == JV_KIND_OBJECT &&
 	    jv_get_kind(so) == JV_KIND_STRING &&
 	    jv_get_kind(se) == JV_KIND_STRING &&
-	    integral(ec, -2147483648.0, 2147483647.0) &&
+	    nyx_json_integral(ec, -2147483648.0, 2147483647.0) &&
 	    (jv_get_kind(et) == JV_KIND_INVALID ||
 	        jv_get_kind(et) == JV_KIND_NULL ||
-	        integral(et, 0, 9007199254740991.0));
+	        nyx_json_integral(et, 0, 9007199254740991.0));
 
 	if (ok && success == 1)
 		ok = jv_number_value(ec) == 0 && !has_err;

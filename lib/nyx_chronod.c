@@ -1,6 +1,5 @@
 #include "nyx_chronod.h"
 
-#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -231,23 +230,21 @@ parse_request(const struct nyx_chronod_req *rq, int *timeout)
 	jv tmo = nyx_json_get(body, "timeout_secs"),
 	   env = nyx_json_get(body, "env");
 	const char *lang = nyx_json_peek_str(body, "language");
-	double t =
-	    jv_get_kind(tmo) == JV_KIND_NUMBER ? jv_number_value(tmo) : 180;
+	bool absent = jv_get_kind(tmo) == JV_KIND_INVALID;
 	bool ok = jv_get_kind(body) == JV_KIND_OBJECT && lang != NULL &&
 	    nyx_sandbox_language_known(lang) &&
 	    nyx_json_kind(body, "script") == JV_KIND_STRING &&
-	    (jv_get_kind(tmo) == JV_KIND_INVALID ||
-	        jv_get_kind(tmo) == JV_KIND_NUMBER) &&
-	    t == floor(t) && t >= 1 && t <= 600 && env_valid(env) &&
+	    (absent || nyx_json_integral(tmo, 1, 600)) && env_valid(env) &&
 	    !nyx_json_has(body, "files");
 
+	if (ok)
+		*timeout = absent ? 180 : (int)jv_number_value(tmo);
 	jv_free(tmo);
 	jv_free(env);
 	if (!ok) {
 		jv_free(body);
 		return jv_invalid();
 	}
-	*timeout = (int)t;
 	return body;
 }
 
@@ -258,9 +255,8 @@ execute(const struct nyx_chronod_req *rq, struct nyx_chronod_resp *rs)
 	struct nyx_sandbox_result res;
 	struct nyx_err err = NYX_ERR_ZERO;
 	struct nyx_cred cred;
-	jv body, lang, script, tmo, env, out, o;
+	jv body, lang, script, env, out, o;
 	char **extra = NULL;
-	double t;
 	int timeout = 180;
 
 	if (check_delegation(rq, "sandbox:execute", NULL, 0, rs) < 0)
@@ -275,14 +271,12 @@ execute(const struct nyx_chronod_req *rq, struct nyx_chronod_resp *rs)
 	lang = nyx_json_get(body, "language");
 	script = nyx_json_get(body, "script");
 	env = nyx_json_get(body, "env");
-	tmo = jv_invalid();
-	t = timeout;
 	extra = env_list(env);
 	memset(&sr, 0, sizeof(sr));
 	sr.language = jv_string_value(lang);
 	sr.source = jv_string_value(script);
 	sr.source_len = (size_t)jv_string_length_bytes(jv_copy(script));
-	sr.timeout_secs = (int)t;
+	sr.timeout_secs = timeout;
 	sr.extra_env = (const char *const *)extra;
 	/* only a forwarded Agent Key is the program's NyxID credential */
 	nyx_cred_classify(rq->authorization, &cred);
@@ -328,7 +322,6 @@ out:
 	jv_free(body);
 	jv_free(lang);
 	jv_free(script);
-	jv_free(tmo);
 	jv_free(env);
 }
 
@@ -593,8 +586,7 @@ submit(struct nyx_chronod *cd, const struct nyx_chronod_req *rq,
 	struct nyx_cred cred;
 	struct exec *e;
 	pthread_t th;
-	jv body, lang, script, tmo, receipt;
-	double t;
+	jv body, lang, script, receipt;
 	int timeout = 180;
 
 	if (check_delegation(rq, "sandbox:execute", owner, sizeof(owner), rs) <
@@ -608,8 +600,6 @@ submit(struct nyx_chronod *cd, const struct nyx_chronod_req *rq,
 	body = parse_request(rq, &timeout);
 	lang = nyx_json_get(body, "language");
 	script = nyx_json_get(body, "script");
-	tmo = jv_invalid();
-	t = timeout;
 	if (!jv_is_valid(body)) {
 		error(rs, 400, "INVALID_REQUEST",
 		    "The execution request is invalid.");
@@ -645,7 +635,7 @@ submit(struct nyx_chronod *cd, const struct nyx_chronod_req *rq,
 	snprintf(e->body_sha, sizeof(e->body_sha), "%s", sha);
 	e->language = strdup(jv_string_value(lang));
 	e->script = strdup(jv_string_value(script));
-	e->timeout_secs = (int)t;
+	e->timeout_secs = timeout;
 	e->created = e->updated = nyx_now_ms();
 	e->expires = e->created + cd->retention_s * 1000;
 	e->result = jv_invalid();
@@ -697,7 +687,6 @@ out:
 	jv_free(body);
 	jv_free(lang);
 	jv_free(script);
-	jv_free(tmo);
 }
 
 /* GET .../{id}, GET .../{id}/result, POST .../{id}/cancel */

@@ -346,8 +346,7 @@ nyx_cli_pass_through(jv rec, int dflt)
 
 	/* only an error record's "exit" travels (PRODUCT §2, §6) */
 	if (type != NULL && strcmp(type, "error") == 0 &&
-	    jv_get_kind(e) == JV_KIND_NUMBER && jv_number_value(e) >= 1 &&
-	    jv_number_value(e) <= 125)
+	    nyx_json_integral(e, 1, 125))
 		code = (int)jv_number_value(e);
 	jv_free(e);
 	nyx_log(NYX_LOG_INFO, "passing the upstream %s record through",

@@ -1,6 +1,7 @@
 #include "nyx_json.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -181,4 +182,15 @@ jv
 nyx_json_str_or_null(const char *s)
 {
 	return s ? jv_string(s) : jv_null();
+}
+
+bool
+nyx_json_integral(jv v, double lo, double hi)
+{
+	double d;
+
+	if (jv_get_kind(v) != JV_KIND_NUMBER)
+		return false;
+	d = jv_number_value(v);
+	return isfinite(d) && d == floor(d) && d >= lo && d <= hi;
 }

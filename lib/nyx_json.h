@@ -54,6 +54,9 @@ bool nyx_json_has(jv obj, const char *key);
 /* 1 true, 0 false, -1 absent/null, -2 another kind */
 int nyx_json_bool(jv obj, const char *key);
 
+/* An integral number in [lo, hi] (borrows v). */
+bool nyx_json_integral(jv v, double lo, double hi);
+
 /* Object getter that consumes nothing and returns a new reference. */
 jv nyx_json_get(jv obj, const char *key);
 
