@@ -44,7 +44,7 @@ db_fail(struct nyx_ledger *l, struct nyx_err *err, const char *what)
 {
 	return nyx_err_set(err, NYX_EXIT_CANTCREAT, "ledger_failed",
 	    "the ledger in %s: %s: %s", l->dir, what,
-	    l->db ? sqlite3_errmsg(l->db) : "cannot open");
+	    l->db ? sqlite3_errmsg(l->db) : strerror(errno));
 }
 
 /* An existing directory must be ours and closed to others; else make it. */
@@ -68,6 +68,33 @@ ensure_dir(const char *path, struct nyx_err *err)
 		    "700 it)",
 		    path);
 	return 0;
+}
+
+/*
+ * Open (creating) a SQLite file for durable single-host use: WAL, full
+ * sync, a busy timeout. The file is made 0600 before SQLite touches it, so
+ * the -wal and -shm files SQLite creates beside it copy that mode.
+ */
+static int
+db_open(const char *path, sqlite3 **db)
+{
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+
+	if (fd < 0)
+		return -1;
+	if (fchmod(fd, 0600) < 0) {
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	return sqlite3_open_v2(path, db, SQLITE_OPEN_READWRITE, NULL) ==
+	            SQLITE_OK &&
+	        sqlite3_busy_timeout(*db, 5000) == SQLITE_OK &&
+	        sqlite3_exec(*db,
+	            "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL",
+	            NULL, NULL, NULL) == SQLITE_OK
+	    ? 0
+	    : -1;
 }
 
 static int
@@ -136,17 +163,11 @@ nyx_ledger_open(
 	snprintf(path, sizeof(path), "%s/ledger.db", state_dir);
 	if (ensure_dir(l->dir, err) < 0 || ensure_dir(l->secrets, err) < 0)
 		goto fail;
-	if (sqlite3_open_v2(path, &l->db,
-	        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
-	        NULL) != SQLITE_OK) {
+	if (db_open(path, &l->db) < 0) {
 		db_fail(l, err, "open");
 		goto fail;
 	}
-	chmod(path, 0600);
-	sqlite3_busy_timeout(l->db, 5000);
-	if (exec_sql(l, "PRAGMA journal_mode = WAL", err) < 0 ||
-	    exec_sql(l, "PRAGMA synchronous = FULL", err) < 0 ||
-	    migrate(l, err) < 0)
+	if (migrate(l, err) < 0)
 		goto fail;
 	*out = l;
 	return 0;
@@ -518,7 +539,7 @@ store_fail(struct nyx_store *s, struct nyx_err *err, const char *what)
 {
 	return nyx_err_set(err, NYX_EXIT_CANTCREAT, "store_failed",
 	    "the operation store: %s: %s", what,
-	    s->db ? sqlite3_errmsg(s->db) : "cannot open");
+	    s->db ? sqlite3_errmsg(s->db) : strerror(errno));
 }
 
 int
@@ -529,12 +550,8 @@ nyx_store_open(const char *path, struct nyx_store **out, struct nyx_err *err)
 	*out = NULL;
 	if (s == NULL)
 		return nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
-	if (sqlite3_open_v2(path, &s->db,
-	        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
-	        NULL) != SQLITE_OK ||
-	    sqlite3_busy_timeout(s->db, 5000) != SQLITE_OK ||
+	if (db_open(path, &s->db) < 0 ||
 	    sqlite3_exec(s->db,
-	        "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; "
 	        "CREATE TABLE IF NOT EXISTS executions (id TEXT PRIMARY KEY, "
 	        "doc TEXT NOT NULL)",
 	        NULL, NULL, NULL) != SQLITE_OK) {
@@ -542,7 +559,6 @@ nyx_store_open(const char *path, struct nyx_store **out, struct nyx_err *err)
 		nyx_store_close(s);
 		return -1;
 	}
-	chmod(path, 0600);
 	*out = s;
 	return 0;
 }

@@ -613,6 +613,9 @@ sx() {
 	run -0 sx POST "" -H "Idempotency-Key: ${KEY%1}9" -d '{"language":"bash","script":"sleep 30","timeout_secs":60}'
 	[ "$(body_of | jq -r .operation_id)" = "$cut_op" ]
 	[ "$(body_of | jq -r .status)" = outcome_uncertain ]
+	# the store holds programs: it and SQLite's -wal and -shm are the owner's alone
+	[ -e "$SDIR/ops.db-wal" ] && [ -e "$SDIR/ops.db-shm" ]
+	[ "$(stat -c %a "$SDIR/ops.db" "$SDIR/ops.db-wal" "$SDIR/ops.db-shm" | sort -u)" = 600 ]
 	kill "$SPID"
 	wait "$SPID" 2>/dev/null || true
 	[ "$(stat -c %a "$SDIR/ops.db")" = 600 ]

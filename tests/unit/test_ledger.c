@@ -81,6 +81,9 @@ main(int argc, char **argv)
 	snprintf(path, sizeof(path), "%s/secrets/%s", dir, a.secret_name);
 	CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600,
 	    "the secret file is 0600");
+	snprintf(path, sizeof(path), "%s/ledger.db-wal", dir);
+	CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600,
+	    "SQLite's write-ahead log is 0600 too");
 	CHECK(nyx_ledger_get(l, a.handle, &got, &e) == 1 &&
 	        strcmp(got.user_service_id, "us-1") == 0 &&
 	        got.expires_at_ms == 721000 && got.timeout_secs == 180 &&
