@@ -6,6 +6,7 @@
 #include <ftw.h>
 #include <grp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,7 +97,7 @@ find_bwrap(char *out, size_t n)
 
 /* Whether this node can strip TypeScript types itself (22.6 and later). */
 static bool
-node_strips_types(void)
+probe_node_strips_types(void)
 {
 	int fds[2], status, major = 0, minor = 0;
 	char buf[64] = "";
@@ -126,6 +127,23 @@ node_strips_types(void)
 	if (sscanf(buf, "v%d.%d", &major, &minor) != 2)
 		return false;
 	return major > 22 || (major == 22 && minor >= 6);
+}
+
+static bool node_strips;
+static pthread_once_t node_probed = PTHREAD_ONCE_INIT;
+
+static void
+probe_node(void)
+{
+	node_strips = probe_node_strips_types();
+}
+
+/* The probe forks node --version: once per process, not once per run. */
+static bool
+node_strips_types(void)
+{
+	pthread_once(&node_probed, probe_node);
+	return node_strips;
 }
 
 /* The interpreter command for a language, or -1 when unavailable. */
