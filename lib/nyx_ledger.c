@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,20 @@ static const char schema_v1[] =
     " secret_name TEXT NOT NULL, secret_sha256 TEXT NOT NULL,"
     " lease_owner TEXT, lease_until_ms INTEGER NOT NULL DEFAULT 0);"
     "CREATE INDEX operations_pending ON operations(terminal, created_at_ms);";
+
+/* 2: rerun convergence by key digest, the stored result, the snapshot */
+static const char schema_v2[] =
+    "ALTER TABLE operations ADD COLUMN key_sha256 TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE operations ADD COLUMN version TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE operations ADD COLUMN cancel_requested INTEGER NOT NULL "
+    "DEFAULT 0;"
+    "ALTER TABLE operations ADD COLUMN submits INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE operations ADD COLUMN exit_code INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE operations ADD COLUMN child_exit INTEGER NOT NULL "
+    "DEFAULT -1;"
+    "ALTER TABLE operations ADD COLUMN result TEXT;"
+    "CREATE UNIQUE INDEX operations_key ON operations(key_sha256) "
+    "WHERE key_sha256 != '';";
 
 static int
 db_fail(struct nyx_ledger *l, struct nyx_err *err, const char *what)
@@ -126,6 +141,8 @@ user_version(struct nyx_ledger *l, int *v)
 static int
 migrate(struct nyx_ledger *l, struct nyx_err *err)
 {
+	static const char *const steps[] = {schema_v1, schema_v2};
+	char bump[64];
 	int v = 0;
 
 	if (user_version(l, &v) < 0)
@@ -134,11 +151,22 @@ migrate(struct nyx_ledger *l, struct nyx_err *err)
 		return nyx_err_set(err, NYX_EXIT_CANTCREAT, "ledger_too_new",
 		    "the ledger in %s has schema %d; this build knows %d",
 		    l->dir, v, NYX_LEDGER_SCHEMA);
-	if (v == 0) {
+
+	/* one transaction per version: a crash leaves a whole version */
+	for (; v < NYX_LEDGER_SCHEMA; v++) {
 		if (exec_sql(l, "BEGIN IMMEDIATE", err) < 0)
 			return -1;
-		if (exec_sql(l, schema_v1, err) < 0 ||
-		    exec_sql(l, "PRAGMA user_version = 1", err) < 0) {
+		if (user_version(l, &v) < 0) {
+			sqlite3_exec(l->db, "ROLLBACK", NULL, NULL, NULL);
+			return db_fail(l, err, "reading the schema version");
+		}
+		if (v >= NYX_LEDGER_SCHEMA) { /* another process migrated */
+			sqlite3_exec(l->db, "ROLLBACK", NULL, NULL, NULL);
+			break;
+		}
+		snprintf(bump, sizeof(bump), "PRAGMA user_version = %d", v + 1);
+		if (exec_sql(l, steps[v], err) < 0 ||
+		    exec_sql(l, bump, err) < 0) {
 			sqlite3_exec(l->db, "ROLLBACK", NULL, NULL, NULL);
 			return -1;
 		}
@@ -253,8 +281,8 @@ nyx_ledger_insert(struct nyx_ledger *l, struct nyx_op *op, const char *secret,
 	    "base_url, language, timeout_secs, operation_id, status, phase, "
 	    "etag, created_at_ms, expires_at_ms, next_poll_at_ms, "
 	    "recovery_until_ms, stop_deadline_ms, retry_delay_ms, terminal, "
-	    "secret_name, secret_sha256) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
-	    "?,?,?,?,?)";
+	    "secret_name, secret_sha256, key_sha256) VALUES (?,?,?,?,?,?,?,?,"
+	    "?,?,?,?,?,?,?,?,?,?,?,?)";
 	sqlite3_stmt *st = NULL;
 	char path[800];
 	int rc;
@@ -289,6 +317,7 @@ nyx_ledger_insert(struct nyx_ledger *l, struct nyx_op *op, const char *secret,
 	sqlite3_bind_int(st, 17, op->terminal);
 	bind_text(st, 18, op->secret_name);
 	bind_text(st, 19, op->secret_sha256);
+	bind_text(st, 20, op->key_sha256);
 	if (sqlite3_step(st) != SQLITE_DONE) {
 		rc = db_fail(l, err, "insert");
 		goto undo;
@@ -319,7 +348,8 @@ nyx_ledger_get(struct nyx_ledger *l, const char *handle, struct nyx_op *op,
 	    "timeout_secs, operation_id, status, phase, etag, created_at_ms, "
 	    "expires_at_ms, next_poll_at_ms, recovery_until_ms, "
 	    "stop_deadline_ms, retry_delay_ms, terminal, secret_name, "
-	    "secret_sha256 FROM operations WHERE handle = ?";
+	    "secret_sha256, key_sha256, version, cancel_requested, submits, "
+	    "exit_code, child_exit FROM operations WHERE handle = ?";
 	sqlite3_stmt *st;
 	int rc;
 
@@ -349,6 +379,12 @@ nyx_ledger_get(struct nyx_ledger *l, const char *handle, struct nyx_op *op,
 		op->terminal = sqlite3_column_int(st, 16) != 0;
 		col_text(st, 17, op->secret_name, sizeof(op->secret_name));
 		col_text(st, 18, op->secret_sha256, sizeof(op->secret_sha256));
+		col_text(st, 19, op->key_sha256, sizeof(op->key_sha256));
+		col_text(st, 20, op->version, sizeof(op->version));
+		op->cancel_requested = sqlite3_column_int(st, 21) != 0;
+		op->submits = sqlite3_column_int(st, 22);
+		op->exit_code = sqlite3_column_int(st, 23);
+		op->child_exit = sqlite3_column_int(st, 24);
 		sqlite3_finalize(st);
 		return 1;
 	}
@@ -359,14 +395,16 @@ nyx_ledger_get(struct nyx_ledger *l, const char *handle, struct nyx_op *op,
 }
 
 int
-nyx_ledger_update(
-    struct nyx_ledger *l, const struct nyx_op *op, struct nyx_err *err)
+nyx_ledger_save(struct nyx_ledger *l, const struct nyx_op *op,
+    const char *result, struct nyx_err *err)
 {
 	static const char sql[] =
 	    "UPDATE operations SET operation_id = ?, status = ?, phase = ?, "
 	    "etag = ?, expires_at_ms = ?, next_poll_at_ms = ?, "
 	    "recovery_until_ms = ?, stop_deadline_ms = ?, retry_delay_ms = ?, "
-	    "terminal = ? WHERE handle = ?";
+	    "terminal = ?, version = ?, cancel_requested = ?, submits = ?, "
+	    "exit_code = ?, child_exit = ?, result = coalesce(?, result) "
+	    "WHERE handle = ?";
 	sqlite3_stmt *st;
 	int rc;
 
@@ -381,8 +419,17 @@ nyx_ledger_update(
 	sqlite3_bind_int64(st, 7, op->recovery_until_ms);
 	sqlite3_bind_int64(st, 8, op->stop_deadline_ms);
 	sqlite3_bind_int64(st, 9, op->retry_delay_ms);
-	sqlite3_bind_int(st, 10, op->terminal);
-	bind_text(st, 11, op->handle);
+	sqlite3_bind_int(st, 10, op->terminal || result != NULL);
+	bind_text(st, 11, op->version);
+	sqlite3_bind_int(st, 12, op->cancel_requested);
+	sqlite3_bind_int(st, 13, op->submits);
+	sqlite3_bind_int(st, 14, op->exit_code);
+	sqlite3_bind_int(st, 15, op->child_exit);
+	if (result != NULL)
+		bind_text(st, 16, result);
+	else
+		sqlite3_bind_null(st, 16);
+	bind_text(st, 17, op->handle);
 	rc = sqlite3_step(st);
 	sqlite3_finalize(st);
 	if (rc != SQLITE_DONE)
@@ -391,6 +438,52 @@ nyx_ledger_update(
 		return nyx_err_set(err, NYX_EXIT_DATAERR, "operation_unknown",
 		    "no operation %s in the ledger", op->handle);
 	return 0;
+}
+
+int
+nyx_ledger_update(
+    struct nyx_ledger *l, const struct nyx_op *op, struct nyx_err *err)
+{
+	return nyx_ledger_save(l, op, NULL, err);
+}
+
+int
+nyx_ledger_find_key(struct nyx_ledger *l, const char *key_sha256,
+    char handle[32], struct nyx_err *err)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (sqlite3_prepare_v2(l->db,
+	        "SELECT handle FROM operations WHERE key_sha256 = ?", -1, &st,
+	        NULL) != SQLITE_OK)
+		return db_fail(l, err, "read");
+	bind_text(st, 1, key_sha256);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		col_text(st, 0, handle, 32);
+	sqlite3_finalize(st);
+	if (rc == SQLITE_ROW)
+		return 1;
+	return rc == SQLITE_DONE ? 0 : db_fail(l, err, "read");
+}
+
+char *
+nyx_ledger_result(struct nyx_ledger *l, const char *handle)
+{
+	sqlite3_stmt *st;
+	char *out = NULL;
+
+	if (sqlite3_prepare_v2(l->db,
+	        "SELECT result FROM operations WHERE handle = ?", -1, &st,
+	        NULL) != SQLITE_OK)
+		return NULL;
+	bind_text(st, 1, handle);
+	if (sqlite3_step(st) == SQLITE_ROW &&
+	    sqlite3_column_type(st, 0) == SQLITE_TEXT)
+		out = strdup((const char *)sqlite3_column_text(st, 0));
+	sqlite3_finalize(st);
+	return out;
 }
 
 /* The first column of every row of sql, as a NULL-terminated list. */
@@ -484,6 +577,61 @@ nyx_ledger_read_secret(struct nyx_ledger *l, const struct nyx_op *op,
 }
 
 int
+nyx_ledger_owner(char out[128])
+{
+	char host[64] = "", hex[17];
+
+	if (gethostname(host, sizeof(host) - 1) < 0 ||
+	    nyx_random_hex(hex, 8) < 0)
+		return -1;
+	host[strcspn(host, ":")] = '\0';
+	snprintf(out, 128, "%s:%ld:%s", host, (long)getpid(), hex);
+	return 0;
+}
+
+/* Whether a lease owner named a process on this host that is gone. */
+static bool
+owner_gone(const char *owner)
+{
+	char host[64] = "", *end;
+	size_t n;
+	long pid;
+
+	if (owner == NULL || gethostname(host, sizeof(host) - 1) < 0)
+		return false;
+	host[strcspn(host, ":")] = '\0';
+	n = strlen(host);
+	if (strncmp(owner, host, n) != 0 || owner[n] != ':')
+		return false;
+	pid = strtol(owner + n + 1, &end, 10);
+	if (pid <= 0 || *end != ':')
+		return false;
+	return kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+}
+
+static int
+claim_if(struct nyx_ledger *l, const char *handle, const char *owner,
+    int64_t until, const char *sql, const char *arg, int64_t now_ms)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (sqlite3_prepare_v2(l->db, sql, -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	bind_text(st, 1, owner);
+	sqlite3_bind_int64(st, 2, until);
+	bind_text(st, 3, handle);
+	bind_text(st, 4, arg);
+	if (now_ms >= 0)
+		sqlite3_bind_int64(st, 5, now_ms);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		return -1;
+	return sqlite3_changes(l->db) == 1 ? 1 : 0;
+}
+
+int
 nyx_ledger_claim(struct nyx_ledger *l, const char *handle, const char *owner,
     int64_t now_ms, int64_t lease_ms, struct nyx_err *err)
 {
@@ -492,21 +640,32 @@ nyx_ledger_claim(struct nyx_ledger *l, const char *handle, const char *owner,
 	    "UPDATE operations SET lease_owner = ?, lease_until_ms = ? "
 	    "WHERE handle = ? AND (lease_owner IS NULL OR lease_owner = ? "
 	    "OR lease_until_ms < ?)";
+	/* or its holder is known dead: take it only from that holder */
+	static const char take[] =
+	    "UPDATE operations SET lease_owner = ?, lease_until_ms = ? "
+	    "WHERE handle = ? AND lease_owner = ?";
 	sqlite3_stmt *st;
+	char *holder = NULL;
 	int rc;
 
-	if (sqlite3_prepare_v2(l->db, sql, -1, &st, NULL) != SQLITE_OK)
+	rc = claim_if(l, handle, owner, now_ms + lease_ms, sql, owner, now_ms);
+	if (rc != 0)
+		return rc < 0 ? db_fail(l, err, "claim") : 1;
+	if (sqlite3_prepare_v2(l->db,
+	        "SELECT lease_owner FROM operations WHERE handle = ?", -1, &st,
+	        NULL) != SQLITE_OK)
 		return db_fail(l, err, "claim");
-	bind_text(st, 1, owner);
-	sqlite3_bind_int64(st, 2, now_ms + lease_ms);
-	bind_text(st, 3, handle);
-	bind_text(st, 4, owner);
-	sqlite3_bind_int64(st, 5, now_ms);
-	rc = sqlite3_step(st);
+	bind_text(st, 1, handle);
+	if (sqlite3_step(st) == SQLITE_ROW &&
+	    sqlite3_column_type(st, 0) == SQLITE_TEXT)
+		holder = strdup((const char *)sqlite3_column_text(st, 0));
 	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		return db_fail(l, err, "claim");
-	return sqlite3_changes(l->db) == 1 ? 1 : 0;
+	rc = 0;
+	if (owner_gone(holder))
+		rc = claim_if(
+		    l, handle, owner, now_ms + lease_ms, take, holder, -1);
+	free(holder);
+	return rc < 0 ? db_fail(l, err, "claim") : rc;
 }
 
 int

@@ -27,7 +27,7 @@
 #include "nyx_buf.h"
 #include "nyx_err.h"
 
-#define NYX_LEDGER_SCHEMA 1
+#define NYX_LEDGER_SCHEMA 2
 
 struct nyx_ledger;
 
@@ -52,6 +52,14 @@ struct nyx_op {
 	bool terminal;
 	char secret_name[64]; /* file under secrets/ */
 	char secret_sha256[65];
+	/* schema 2 */
+	char
+	    key_sha256[65]; /* SHA-256 of the idempotency key (never the key) */
+	char version[24]; /* the provider's snapshot version, "" unknown */
+	bool cancel_requested;
+	int submits; /* submit requests sent so far */
+	int exit_code; /* the tool's exit status, once terminal */
+	int child_exit; /* the program's, once terminal; -1 none */
 };
 
 /* Open (creating the directory 0700 and the schema as needed). */
@@ -74,6 +82,24 @@ int nyx_ledger_insert(struct nyx_ledger *l, struct nyx_op *op,
 int nyx_ledger_get(struct nyx_ledger *l, const char *handle, struct nyx_op *op,
     struct nyx_err *err);
 
+/*
+ * The handle of the operation whose idempotency key has this SHA-256:
+ * 1 found, 0 not found, -1 error.
+ */
+int nyx_ledger_find_key(struct nyx_ledger *l, const char *key_sha256,
+    char handle[32], struct nyx_err *err);
+
+/*
+ * Persist every mutable field of op (by handle).  With result non-NULL
+ * (the terminal exec.result record) the operation becomes terminal in the
+ * same statement.
+ */
+int nyx_ledger_save(struct nyx_ledger *l, const struct nyx_op *op,
+    const char *result, struct nyx_err *err);
+
+/* The stored terminal record of an operation (heap string), or NULL. */
+char *nyx_ledger_result(struct nyx_ledger *l, const char *handle);
+
 /* Persist every mutable field of op (by handle). */
 int nyx_ledger_update(
     struct nyx_ledger *l, const struct nyx_op *op, struct nyx_err *err);
@@ -93,6 +119,13 @@ void nyx_ledger_free_list(char **list);
  */
 int nyx_ledger_read_secret(struct nyx_ledger *l, const struct nyx_op *op,
     struct nyx_buf *out, struct nyx_err *err);
+
+/*
+ * This process's lease owner name, "HOST:PID:RANDOM".  A lease whose
+ * owner ran on this host and no longer exists is taken over at once
+ * (kill -9 leaves no live holder), not only when it expires.
+ */
+int nyx_ledger_owner(char out[128]);
 
 /*
  * Take the lease on an operation for owner until now + lease_ms: 1 taken

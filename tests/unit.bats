@@ -26,8 +26,33 @@ load helpers/common
 @test "a ledger from a newer schema is refused (73), an older one migrates" {
 	d=$BATS_TEST_TMPDIR/state
 	run -0 "$NYX_TESTBIN/test_ledger" open "$d"
-	[ "$(sqlite3 "$d/ledger.db" 'PRAGMA user_version')" = 1 ]
+	[ "$(sqlite3 "$d/ledger.db" 'PRAGMA user_version')" = 2 ]
 	[ "$(sqlite3 "$d/ledger.db" 'PRAGMA journal_mode')" = wal ]
+	# a schema-1 ledger with an operation in it migrates, keeping the row
+	o=$BATS_TEST_TMPDIR/old
+	mkdir -m 700 "$o"
+	sqlite3 "$o/ledger.db" "CREATE TABLE operations (handle TEXT PRIMARY KEY,
+	  user_service_id TEXT NOT NULL, slug TEXT NOT NULL, base_url TEXT NOT NULL,
+	  language TEXT NOT NULL, timeout_secs INTEGER NOT NULL,
+	  operation_id TEXT NOT NULL DEFAULT '', status TEXT NOT NULL,
+	  phase TEXT NOT NULL DEFAULT '', etag TEXT NOT NULL DEFAULT '',
+	  created_at_ms INTEGER NOT NULL, expires_at_ms INTEGER NOT NULL,
+	  next_poll_at_ms INTEGER NOT NULL,
+	  recovery_until_ms INTEGER NOT NULL DEFAULT 0,
+	  stop_deadline_ms INTEGER NOT NULL DEFAULT 0,
+	  retry_delay_ms INTEGER NOT NULL DEFAULT 0,
+	  terminal INTEGER NOT NULL DEFAULT 0, secret_name TEXT NOT NULL,
+	  secret_sha256 TEXT NOT NULL, lease_owner TEXT,
+	  lease_until_ms INTEGER NOT NULL DEFAULT 0);
+	  INSERT INTO operations (handle, user_service_id, slug, base_url, language,
+	  timeout_secs, status, created_at_ms, expires_at_ms, next_poll_at_ms,
+	  secret_name, secret_sha256) VALUES ('h-old', 'svc', 'chrono-sandbox',
+	  'http://127.0.0.1:1', 'python', 5, 'running', 1, 2, 3, 'h-old', 'x');
+	  PRAGMA user_version = 1;"
+	chmod 700 "$o"
+	run -0 "$NYX_TESTBIN/test_ledger" open "$o"
+	[ "$(sqlite3 "$o/ledger.db" 'PRAGMA user_version')" = 2 ]
+	[ "$(sqlite3 "$o/ledger.db" "SELECT status || ',' || child_exit || ',' || submits FROM operations WHERE handle = 'h-old'")" = "running,-1,0" ]
 	sqlite3 "$d/ledger.db" 'PRAGMA user_version = 99'
 	run -73 "$NYX_TESTBIN/test_ledger" open "$d"
 	[[ $output == *ledger_too_new* ]]

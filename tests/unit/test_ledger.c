@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "nyx_ledger.h"
@@ -49,7 +50,7 @@ main(int argc, char **argv)
 {
 	struct nyx_err e = NYX_ERR_ZERO;
 	struct nyx_ledger *l, *l2;
-	struct nyx_op a, b, got;
+	struct nyx_op a, b, c, d, got;
 	struct nyx_buf sec = NYX_BUF_ZERO;
 	char base[512] = "/tmp/nyx-ledger-test-XXXXXX", dir[600], path[700];
 	const char *secret = "{\"source\":\"print(1)\",\"key\":\"tool:v1:"
@@ -160,6 +161,62 @@ main(int argc, char **argv)
 	nyx_ledger_release(l, a.handle, "pid-2", &e);
 	CHECK(nyx_ledger_claim(l, a.handle, "pid-3", 7100, 1000, &e) == 1,
 	    "released, it is free");
+
+	/* a holder on this host that no longer exists loses its lease at
+	 * once; a live one keeps it */
+	{
+		char me[128], dead[160], host[64] = "";
+		pid_t child = fork();
+
+		if (child == 0)
+			_exit(0);
+		waitpid(child, NULL, 0);
+		gethostname(host, sizeof(host) - 1);
+		host[strcspn(host, ":")] = '\0';
+		snprintf(dead, sizeof(dead), "%s:%ld:00", host, (long)child);
+		nyx_ledger_release(l, a.handle, "pid-3", &e);
+		CHECK(nyx_ledger_claim(l, a.handle, dead, 8000, 60000, &e) == 1,
+		    "a lease for a process that is gone");
+		CHECK(nyx_ledger_owner(me) == 0 &&
+		        nyx_ledger_claim(l, a.handle, me, 8001, 60000, &e) == 1,
+		    "a dead holder's live lease is taken over");
+		CHECK(nyx_ledger_claim(l, a.handle, dead, 8002, 60000, &e) == 0,
+		    "a live holder (this process) keeps its lease");
+		nyx_ledger_release(l, a.handle, me, &e);
+		nyx_ledger_claim(l, a.handle, "pid-3", 7100, 1000, &e);
+	}
+	{
+		char h[32] = "";
+		char *res;
+
+		snprintf(b.key_sha256, sizeof(b.key_sha256), "%064d", 7);
+		CHECK(nyx_ledger_find_key(l, b.key_sha256, h, &e) == 0,
+		    "an unknown key digest");
+		fill(&c, 3000);
+		snprintf(c.key_sha256, sizeof(c.key_sha256), "%064d", 7);
+		CHECK(nyx_ledger_insert(l, &c, "k", 1, &e) == 0 &&
+		        nyx_ledger_find_key(l, c.key_sha256, h, &e) == 1 &&
+		        strcmp(h, c.handle) == 0,
+		    "an operation is found by its key digest");
+		fill(&d, 3001);
+		snprintf(d.key_sha256, sizeof(d.key_sha256), "%064d", 7);
+		CHECK(nyx_ledger_insert(l, &d, "k", 1, &e) < 0,
+		    "one operation per key digest");
+		c.exit_code = 4;
+		c.child_exit = 3;
+		CHECK(nyx_ledger_save(
+		          l, &c, "{\"type\":\"exec.result\"}", &e) == 0 &&
+		        nyx_ledger_get(l, c.handle, &got, &e) == 1 &&
+		        got.terminal && got.exit_code == 4 &&
+		        got.child_exit == 3,
+		    "a result makes the operation terminal");
+		res = nyx_ledger_result(l, c.handle);
+		CHECK(res != NULL && strstr(res, "exec.result") != NULL,
+		    "the stored result");
+		free(res);
+		CHECK(nyx_ledger_result(l, a.handle) == NULL,
+		    "no result before terminal");
+	}
 
 	/* a second connection sees the same state (WAL, one file) */
 	CHECK(nyx_ledger_open(dir, &l2, &e) == 0 &&
