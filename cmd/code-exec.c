@@ -14,9 +14,12 @@
 #include "nyx_cli.h"
 #include "nyx_config.h"
 #include "nyx_cred.h"
+#include "nyx_durable.h"
 #include "nyx_err.h"
+#include "nyx_hash.h"
 #include "nyx_http.h"
 #include "nyx_json.h"
+#include "nyx_ledger.h"
 #include "nyx_log.h"
 #include "nyx_nyxid.h"
 #include "nyx_route.h"
@@ -26,7 +29,12 @@
 enum {
 	OPT_TIMEOUT_SECS = 2000,
 	OPT_SYNC,
+	OPT_DURABLE,
+	OPT_WAIT,
+	OPT_NO_WAIT,
 	OPT_BACKEND,
+	OPT_REQUEST_ID,
+	OPT_CALL_ID,
 	OPT_CHILD_CODE,
 };
 
@@ -36,7 +44,11 @@ struct opts {
 	const char *source;
 	const char *timeout_secs;
 	const char *backend;
+	const char *request_id;
+	const char *call_id;
 	bool sync;
+	bool durable;
+	bool no_wait;
 	bool child_code;
 };
 
@@ -46,7 +58,12 @@ static const struct option longopts[] = {
     {"eval", required_argument, NULL, 'e'},
     {"timeout-secs", required_argument, NULL, OPT_TIMEOUT_SECS},
     {"sync", no_argument, NULL, OPT_SYNC},
+    {"durable", no_argument, NULL, OPT_DURABLE},
+    {"wait", no_argument, NULL, OPT_WAIT},
+    {"no-wait", no_argument, NULL, OPT_NO_WAIT},
     {"backend", required_argument, NULL, OPT_BACKEND},
+    {"request-id", required_argument, NULL, OPT_REQUEST_ID},
+    {"call-id", required_argument, NULL, OPT_CALL_ID},
     {"child-code", no_argument, NULL, OPT_CHILD_CODE},
     {NULL, 0, NULL, 0},
 };
@@ -71,6 +88,31 @@ on_opt(int c, const char *arg, void *ctx)
 		break;
 	case OPT_SYNC:
 		o->sync = true;
+		o->durable = false;
+		break;
+	case OPT_DURABLE:
+		o->durable = true;
+		o->sync = false;
+		break;
+	case OPT_WAIT:
+		o->no_wait = false;
+		break;
+	case OPT_NO_WAIT:
+		o->no_wait = true;
+		break;
+	case OPT_REQUEST_ID:
+	case OPT_CALL_ID:
+		/* ids travel into the key digest: printable, bounded */
+		if (*arg == '\0' || strlen(arg) > 128 ||
+		    strspn(arg,
+		        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+		        "0123456789_.:-") != strlen(arg))
+			nyx_cli_usage("%s takes 1-128 of [A-Za-z0-9_.:-]",
+			    c == OPT_REQUEST_ID ? "--request-id" : "--call-id");
+		if (c == OPT_REQUEST_ID)
+			o->request_id = arg;
+		else
+			o->call_id = arg;
 		break;
 	case OPT_BACKEND:
 		if (strcmp(arg, "nyxid") != 0 && strcmp(arg, "local") != 0)
@@ -87,18 +129,28 @@ on_opt(int c, const char *arg, void *ctx)
 }
 
 static const struct nyx_cli_spec spec = {
-    "[-l LANG] (-f FILE | -e SOURCE | FILE) [--timeout-secs N] [--sync] "
-    "[--backend nyxid|local] [--child-code] [common options]",
+    "[-l LANG] (-f FILE | -e SOURCE | FILE) [--timeout-secs N] "
+    "[--sync | --durable] [--wait | --no-wait] [--backend nyxid|local] "
+    "[--request-id ID] [--call-id ID] [--child-code] [common options]",
     "  -l, --language LANG     python, javascript, typescript or bash\n"
     "                          (inferred from .py .js .mjs .ts .sh)\n"
     "  -f, --file FILE         the program's source file\n"
     "  -e, --eval SOURCE       the program's source text\n"
     "      --timeout-secs N    wall-clock limit, 1..600 (default 180)\n"
+    "      --durable           POST /executions, recorded in the ledger\n"
+    "                          (the default for the nyxid backend)\n"
     "      --sync              legacy POST /execute on the admitted route\n"
+    "      --wait              reconcile a durable run to its result\n"
+    "                          (the default)\n"
+    "      --no-wait           print the exec.receipt and exit 5\n"
+    "      --request-id ID     the request's id in the idempotency key\n"
+    "                          (default: a fresh random id)\n"
+    "      --call-id ID        the call's id in the key (default\n"
+    "                          code_execute)\n"
     "      --backend nyxid|local  where to run (default: nyxid when a base\n"
     "                          URL is configured, else local)\n"
     "      --child-code        exit with the program's own status\n",
-    NYX_CLI_NET,
+    NYX_CLI_NET | NYX_CLI_STATE,
     "l:f:e:",
     longopts,
     on_opt,
@@ -420,6 +472,254 @@ out:
 	return code;
 }
 
+/* The owner part of the key: the token's subject, else a fingerprint. */
+static void
+token_owner(const char *token, char *out, size_t n)
+{
+	struct nyx_cred c;
+	char hex[NYX_SHA256_HEX];
+
+	nyx_cred_classify(token, &c);
+	if (c.subject[0] != '\0') {
+		snprintf(out, n, "%s", c.subject);
+	} else {
+		nyx_sha256_hex(token, strlen(token), hex);
+		snprintf(out, n, "token:%.16s", hex);
+	}
+}
+
+/*
+ * The operation this run stands for: the one already in the ledger under
+ * its key (a rerun with the same --request-id converges on it), or a new
+ * one recorded with its secret material before anything is sent.
+ */
+static int
+record_operation(struct nyx_ledger *l, struct nyx_settings *s,
+    const struct route *rt, const struct job *j, const char *key,
+    struct nyx_dur *d, struct nyx_err *err)
+{
+	struct nyx_buf mat = NYX_BUF_ZERO;
+	char ksha[NYX_SHA256_HEX], handle[32];
+	int64_t now = nyx_now_ms();
+	int rc;
+
+	mat.secret = true;
+	if (nyx_buf_add(&mat, key, strlen(key)) < 0 ||
+	    nyx_buf_add(&mat, "\n", 1) < 0 ||
+	    nyx_buf_add(&mat, j->source.data ? j->source.data : "",
+	        j->source.len) < 0 ||
+	    nyx_sha256_hex(key, strlen(key), ksha) < 0) {
+		nyx_buf_free(&mat);
+		return nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
+	}
+	rc = nyx_ledger_find_key(l, ksha, handle, err);
+	if (rc == 1) {
+		char msha[NYX_SHA256_HEX];
+		bool same;
+
+		/* the material's digest, not the material: it is gone once
+		 * the operation is terminal */
+		rc = nyx_ledger_get(l, handle, &d->op, err);
+		same = rc == 1 &&
+		    nyx_sha256_hex(mat.data, mat.len, msha) == 0 &&
+		    strcmp(msha, d->op.secret_sha256) == 0 &&
+		    strcmp(d->op.language, j->language) == 0 &&
+		    d->op.timeout_secs == j->timeout_secs &&
+		    strcmp(d->op.user_service_id, rt->id) == 0 &&
+		    strcmp(d->op.slug, rt->slug) == 0 &&
+		    strcmp(d->op.base_url, s->base_url) == 0;
+		if (rc == 1 && !same)
+			rc = nyx_err_set(err, NYX_EXIT_BLOCKED,
+			    "IDEMPOTENCY_KEY_REUSE",
+			    "operation %s was recorded under this request id "
+			    "with another request; use a new --request-id",
+			    d->op.handle);
+		if (rc == 1) {
+			nyx_log(NYX_LOG_INFO, "converging on %s (same request)",
+			    d->op.handle);
+			if (!d->op.terminal && d->op.operation_id[0] == '\0') {
+				nyx_buf_free(&d->secret);
+				d->secret = mat;
+				return 0;
+			}
+		}
+		nyx_buf_free(&mat);
+		return rc < 0 ? -1 : 0;
+	}
+	if (rc < 0 || nyx_ledger_new_handle(d->op.handle) < 0) {
+		nyx_buf_free(&mat);
+		return rc < 0
+		    ? -1
+		    : nyx_err_set(err, NYX_EXIT_OSERR, "random_failed",
+		          "no randomness for a handle");
+	}
+	snprintf(
+	    d->op.user_service_id, sizeof(d->op.user_service_id), "%s", rt->id);
+	snprintf(d->op.slug, sizeof(d->op.slug), "%s", rt->slug);
+	snprintf(d->op.base_url, sizeof(d->op.base_url), "%s", s->base_url);
+	snprintf(d->op.language, sizeof(d->op.language), "%s", j->language);
+	snprintf(d->op.status, sizeof(d->op.status), "submitting");
+	snprintf(d->op.key_sha256, sizeof(d->op.key_sha256), "%s", ksha);
+	d->op.timeout_secs = j->timeout_secs;
+	d->op.created_at_ms = d->op.next_poll_at_ms = now;
+	d->op.recovery_until_ms = now + NYX_DUR_RECOVERY_MS;
+	d->op.child_exit = -1;
+	/* on disk, material first, before any request */
+	if (nyx_ledger_insert(l, &d->op, mat.data, mat.len, err) < 0) {
+		nyx_buf_free(&mat);
+		return -1;
+	}
+	nyx_buf_free(&d->secret);
+	d->secret = mat;
+	return 0;
+}
+
+/* Sleep until the operation is due (bounded), in short slices. */
+static void
+wait_until_due(const struct nyx_op *op)
+{
+	int64_t ms = op->next_poll_at_ms - nyx_now_ms();
+
+	if (ms > NYX_DUR_RETRY_MAX_MS)
+		ms = NYX_DUR_RETRY_MAX_MS;
+	if (ms < NYX_DUR_POLL_FLOOR_MS)
+		ms = NYX_DUR_POLL_FLOOR_MS;
+	nyx_sleep_ms(ms);
+}
+
+/* The stored result of a terminal operation, as this run's record. */
+static int
+print_stored(
+    struct nyx_ledger *l, const struct opts *o, const struct nyx_op *op)
+{
+	char *doc = nyx_ledger_result(l, op->handle);
+	jv rec = doc ? jv_parse(doc) : jv_invalid();
+
+	free(doc);
+	if (jv_get_kind(rec) != JV_KIND_OBJECT) {
+		jv_free(rec);
+		nyx_log(NYX_LOG_ERROR, "the stored result of %s is unreadable",
+		    op->handle);
+		return NYX_EXIT_SOFTWARE;
+	}
+	rec = jv_object_set(
+	    rec, jv_string("diagnostic_id"), jv_string(nyx_cli_diag()));
+	nyx_cli_emit(rec);
+	return o->child_code && op->child_exit >= 0 ? op->child_exit
+	                                            : op->exit_code;
+}
+
+/*
+ * POST /executions under the derived key and, with --wait, reconcile to
+ * the result; every state is persisted before anything is printed.
+ */
+static int
+run_durable(const struct opts *o, struct nyx_settings *s, struct nyx_http *http,
+    const struct route *rt, const struct job *j, struct nyx_err *err)
+{
+	struct nyx_ledger *l = NULL;
+	struct nyx_dur d, *dv = &d;
+	char owner[160], key[NYX_DUR_KEY_LEN + 1], rid[33], lease[128];
+	const char *request_id = o->request_id;
+	int code = -1, got;
+
+	nyx_dur_init(&d);
+	token_owner(s->exec_token, owner, sizeof(owner));
+	if (request_id == NULL) {
+		if (nyx_random_hex(rid, 16) < 0) {
+			nyx_err_set(err, NYX_EXIT_OSERR, "random_failed",
+			    "no randomness for a request id");
+			goto out;
+		}
+		request_id = rid;
+	}
+	if (nyx_dur_key(owner, request_id,
+	        o->call_id ? o->call_id : "code_execute", key) < 0 ||
+	    nyx_ledger_owner(lease) < 0) {
+		nyx_err_set(err, NYX_EXIT_SOFTWARE, "hash_failed",
+		    "cannot derive the idempotency key");
+		goto out;
+	}
+	if (nyx_ledger_open(s->state_dir, &l, err) < 0 ||
+	    record_operation(l, s, rt, j, key, &d, err) < 0)
+		goto out;
+	nyx_secure_zero(key, sizeof(key));
+	got = nyx_ledger_claim(
+	    l, d.op.handle, lease, nyx_now_ms(), NYX_DUR_LEASE_MS, err);
+	if (got < 0)
+		goto out;
+	if (got == 0) {
+		/* another process is reconciling it right now */
+		nyx_log(NYX_LOG_WARN,
+		    "%s is being reconciled by another process; see "
+		    "exec-status %s",
+		    d.op.handle, d.op.handle);
+		nyx_cli_emit(nyx_dur_receipt_record(&d.op, nyx_cli_diag()));
+		code = NYX_EXIT_PENDING;
+		goto out;
+	}
+	if (d.op.terminal) {
+		code = print_stored(l, o, &d.op);
+		goto release;
+	}
+	for (;;) {
+		nyx_dur_begin(&d, nyx_now_ms());
+		if (nyx_dur_run(http, &dv, 1, s->exec_token,
+		        s->timeout_ms > 0 &&
+		                s->timeout_ms < NYX_HTTP_EXCHANGE_MS
+		            ? s->timeout_ms
+		            : NYX_HTTP_EXCHANGE_MS,
+		        1, nyx_now_ms) < 0) {
+			nyx_err_set(
+			    err, NYX_EXIT_OSERR, "oom", "out of memory");
+			goto release;
+		}
+		if (nyx_dur_persist(l, &d, nyx_cli_diag(), err) < 0)
+			goto release;
+		nyx_log(NYX_LOG_DEBUG, "%s: %s after %d exchange(s)",
+		    d.op.handle, d.op.status, d.exchanges);
+		if (d.op.terminal) {
+			if (!d.oc.success)
+				nyx_log(NYX_LOG_ERROR, "%s: %s (%s)", d.oc.code,
+				    d.oc.message, nyx_cli_diag());
+			nyx_cli_emit(nyx_dur_result_record(&d, nyx_cli_diag()));
+			code = o->child_code && d.oc.child_exit >= 0
+			    ? d.oc.child_exit
+			    : d.oc.exit;
+			break;
+		}
+		if (d.fail_code != NULL)
+			nyx_log(NYX_LOG_WARN, "%s: %s; it stays pending",
+			    d.op.handle, d.fail_code);
+		if (o->no_wait || d.fail_exit == NYX_EXIT_NOPERM) {
+			/* a receipt, even for an unconfirmed submit: the
+			 * ledger holds what exec-status needs to recover it */
+			nyx_cli_emit(
+			    nyx_dur_receipt_record(&d.op, nyx_cli_diag()));
+			code = d.fail_exit == NYX_EXIT_NOPERM
+			    ? NYX_EXIT_NOPERM
+			    : NYX_EXIT_PENDING;
+			break;
+		}
+		wait_until_due(&d.op);
+		if (nyx_ledger_claim(l, d.op.handle, lease, nyx_now_ms(),
+		        NYX_DUR_LEASE_MS, err) != 1) {
+			if (err->code[0] == '\0')
+				nyx_err_set(err, NYX_EXIT_CANTCREAT,
+				    "lease_lost", "the lease on %s was lost",
+				    d.op.handle);
+			goto out;
+		}
+	}
+release:
+	nyx_ledger_release(l, d.op.handle, lease, err);
+out:
+	nyx_secure_zero(key, sizeof(key));
+	nyx_dur_free(&d);
+	nyx_ledger_close(l);
+	return code;
+}
+
 static int
 run_nyxid(const struct opts *o, const struct nyx_common *cm,
     struct nyx_settings *s, struct job *j, struct nyx_err *err)
@@ -429,11 +729,6 @@ run_nyxid(const struct opts *o, const struct nyx_common *cm,
 	jv rec = jv_invalid();
 	int code = -1, got, fresh = 1;
 
-	if (!o->sync)
-		return nyx_err_set(err, NYX_EXIT_USAGE, "durable_unavailable",
-		    "durable execution (the default for the nyxid backend) is "
-		    "not available in this build yet; pass --sync for POST "
-		    "/execute");
 	/* the admission on stdin is checked against it */
 	if (nyx_settings_require_base_url(s, err) < 0)
 		return -1;
@@ -483,7 +778,10 @@ run_nyxid(const struct opts *o, const struct nyx_common *cm,
 		code = -1;
 		goto out;
 	}
-	code = execute_sync(o, s, http, &rt, j, err);
+	if (o->sync)
+		code = execute_sync(o, s, http, &rt, j, err);
+	else
+		code = run_durable(o, s, http, &rt, j, err);
 out:
 	route_free(&rt);
 	nyx_http_free(http);

@@ -123,8 +123,8 @@ nyx_exec_outcome_completed(struct nyx_exec_outcome *o, jv output, int exit_code)
 }
 
 /* WIRE.md 4.3: a 2xx answer must have exactly this shape. */
-static void
-classify_2xx(jv doc, struct nyx_exec_outcome *o)
+void
+nyx_chrono_classify_output(jv doc, struct nyx_exec_outcome *o)
 {
 	jv out = nyx_json_get(doc, "output"), err = nyx_json_get(doc, "error");
 	jv so = nyx_json_get(out, "stdout"), se = nyx_json_get(out, "stderr");
@@ -332,7 +332,7 @@ nyx_chrono_classify_sync(
 	doc = nyx_json_parse(
 	    resp->body.data ? resp->body.data : "", resp->body.len);
 	if (resp->status >= 200 && resp->status <= 299)
-		classify_2xx(doc, o);
+		nyx_chrono_classify_output(doc, o);
 	else
 		classify_error(resp->status, doc, o);
 	jv_free(doc);
@@ -364,6 +364,9 @@ nyx_exec_result_record(const struct nyx_exec_outcome *o, const char *backend,
 		if (o->approve_url[0])
 			e = jv_object_set(e, jv_string("approve_url"),
 			    jv_string(o->approve_url));
+		if (o->provider_phase[0])
+			e = jv_object_set(e, jv_string("provider_phase"),
+			    jv_string(o->provider_phase));
 		r = jv_object_set(r, jv_string("error"), e);
 		r = jv_object_set(r, jv_string("exit"), jv_number(o->exit));
 	}

@@ -28,6 +28,7 @@ struct nyx_exec_outcome {
 	char upstream_diag[129]; /* "" when none or unsafe */
 	char approval_request_id[129];
 	char approve_url[512];
+	char provider_phase[32]; /* allow-listed provider phase, or "" */
 };
 
 void nyx_exec_outcome_init(struct nyx_exec_outcome *o);
@@ -50,6 +51,13 @@ char *nyx_chrono_execute_body(const char *language, const char *script,
  */
 void nyx_chrono_classify_sync(
     const struct nyx_http_resp *resp, struct nyx_exec_outcome *out);
+
+/*
+ * Classify a 2xx body that must carry a program's output (WIRE.md 4.3);
+ * also the durable result.  A malformed body is
+ * code_execution_response_invalid.
+ */
+void nyx_chrono_classify_output(jv doc, struct nyx_exec_outcome *out);
 
 /* Set the outcome of a completed program run (local or remote). */
 void nyx_exec_outcome_completed(

@@ -62,6 +62,21 @@ db_fail(struct nyx_ledger *l, struct nyx_err *err, const char *what)
 	    l->db ? sqlite3_errmsg(l->db) : strerror(errno));
 }
 
+/* Create the missing parents of path (0700), as mkdir -p would. */
+static void
+make_parents(const char *path)
+{
+	char buf[512], *p;
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (p = buf + 1; (p = strchr(p, '/')) != NULL; p++) {
+		*p = '\0';
+		if (mkdir(buf, 0700) < 0 && errno != EEXIST)
+			return;
+		*p = '/';
+	}
+}
+
 /* An existing directory must be ours and closed to others; else make it. */
 static int
 ensure_dir(const char *path, struct nyx_err *err)
@@ -189,6 +204,7 @@ nyx_ledger_open(
 	snprintf(l->dir, sizeof(l->dir), "%s", state_dir);
 	snprintf(l->secrets, sizeof(l->secrets), "%s/secrets", state_dir);
 	snprintf(path, sizeof(path), "%s/ledger.db", state_dir);
+	make_parents(l->dir);
 	if (ensure_dir(l->dir, err) < 0 || ensure_dir(l->secrets, err) < 0)
 		goto fail;
 	if (db_open(path, &l->db) < 0) {
@@ -437,6 +453,15 @@ nyx_ledger_save(struct nyx_ledger *l, const struct nyx_op *op,
 	if (sqlite3_changes(l->db) != 1)
 		return nyx_err_set(err, NYX_EXIT_DATAERR, "operation_unknown",
 		    "no operation %s in the ledger", op->handle);
+	if (result != NULL && op->secret_name[0] != '\0' &&
+	    strchr(op->secret_name, '/') == NULL) {
+		/* settled: the source and key are needed no more */
+		char path[800];
+
+		snprintf(
+		    path, sizeof(path), "%s/%s", l->secrets, op->secret_name);
+		unlink(path);
+	}
 	return 0;
 }
 

@@ -92,7 +92,8 @@ int nyx_ledger_find_key(struct nyx_ledger *l, const char *key_sha256,
 /*
  * Persist every mutable field of op (by handle).  With result non-NULL
  * (the terminal exec.result record) the operation becomes terminal in the
- * same statement.
+ * same statement, and its secret file is removed: a settled operation
+ * keeps only the material's digest.
  */
 int nyx_ledger_save(struct nyx_ledger *l, const struct nyx_op *op,
     const char *result, struct nyx_err *err);

@@ -135,3 +135,16 @@ nyx_time_format(int64_t ms, char out[NYX_TIME_STRLEN])
 		snprintf(out, NYX_TIME_STRLEN, "%s.%03dZ", base, frac);
 	}
 }
+
+void
+nyx_sleep_ms(int64_t ms)
+{
+	struct timespec ts;
+
+	if (ms <= 0)
+		return;
+	ts.tv_sec = (time_t)(ms / 1000);
+	ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}

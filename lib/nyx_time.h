@@ -19,6 +19,9 @@ int nyx_time_init(struct nyx_err *err);
 
 int64_t nyx_now_ms(void);
 
+/* Sleep ms milliseconds (restarted after signals). */
+void nyx_sleep_ms(int64_t ms);
+
 /* Monotonic milliseconds, for measuring durations (ignores NYX_NOW). */
 int64_t nyx_mono_ms(void);
 

@@ -1,0 +1,534 @@
+/*
+ * exec-status: one bounded reconcile step per durable operation of the
+ * ledger (WIRE.md 5), or, with --wait, as many as it takes to settle
+ * them; the cron reconciler with --all; the ledger's listing with --list.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "nyx_cli.h"
+#include "nyx_config.h"
+#include "nyx_cred.h"
+#include "nyx_durable.h"
+#include "nyx_err.h"
+#include "nyx_http.h"
+#include "nyx_json.h"
+#include "nyx_ledger.h"
+#include "nyx_log.h"
+#include "nyx_time.h"
+
+#define MAX_INFLIGHT 8 /* requests and connections at once */
+
+enum {
+	OPT_ALL = 2000,
+	OPT_WAIT,
+	OPT_LIST,
+	OPT_NOW,
+	OPT_CHILD_CODE,
+};
+
+struct opts {
+	bool all;
+	bool wait;
+	bool list;
+	bool now;
+	bool child_code;
+};
+
+static const struct option longopts[] = {
+    {"all", no_argument, NULL, OPT_ALL},
+    {"wait", no_argument, NULL, OPT_WAIT},
+    {"list", no_argument, NULL, OPT_LIST},
+    {"now", no_argument, NULL, OPT_NOW},
+    {"child-code", no_argument, NULL, OPT_CHILD_CODE},
+    {NULL, 0, NULL, 0},
+};
+
+static int
+on_opt(int c, const char *arg, void *ctx)
+{
+	struct opts *o = ctx;
+
+	(void)arg;
+	switch (c) {
+	case OPT_ALL:
+		o->all = true;
+		break;
+	case OPT_WAIT:
+		o->wait = true;
+		break;
+	case OPT_LIST:
+		o->list = true;
+		break;
+	case OPT_NOW:
+		o->now = true;
+		break;
+	case OPT_CHILD_CODE:
+		o->child_code = true;
+		break;
+	default:
+		return -1;
+	}
+	return 0;
+}
+
+static const struct nyx_cli_spec spec = {
+    "[HANDLE...] [--all] [--wait] [--now] [--list] [--child-code] "
+    "[common options]",
+    "  HANDLE                  an operation of the ledger (h-...); also\n"
+    "                          exec.receipt/exec.status records on stdin\n"
+    "      --all               every operation that is not terminal\n"
+    "      --wait              repeat the step until every operation is\n"
+    "                          terminal\n"
+    "      --now               poll even before an operation's\n"
+    "                          next_poll_at\n"
+    "      --list              print the ledger (no network)\n"
+    "      --child-code        exit with the program's own status\n",
+    NYX_CLI_NET | NYX_CLI_STATE,
+    "",
+    longopts,
+    on_opt,
+};
+
+struct set {
+	char **v;
+	size_t n, cap;
+};
+
+static int
+set_add(struct set *s, const char *h, struct nyx_err *err)
+{
+	size_t i;
+
+	for (i = 0; i < s->n; i++)
+		if (strcmp(s->v[i], h) == 0)
+			return 0;
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 16;
+		char **nv = realloc(s->v, cap * sizeof(*nv));
+
+		if (nv == NULL)
+			return nyx_err_set(
+			    err, NYX_EXIT_OSERR, "oom", "out of memory");
+		s->v = nv;
+		s->cap = cap;
+	}
+	s->v[s->n] = strdup(h);
+	if (s->v[s->n] == NULL)
+		return nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
+	s->n++;
+	return 0;
+}
+
+static void
+set_free(struct set *s)
+{
+	size_t i;
+
+	for (i = 0; i < s->n; i++)
+		free(s->v[i]);
+	free(s->v);
+}
+
+static bool
+handle_valid(const char *h)
+{
+	return h != NULL && strlen(h) == 26 && strncmp(h, "h-", 2) == 0 &&
+	    strspn(h + 2, "0123456789abcdef") == 24;
+}
+
+/*
+ * Handles from stdin: exec.receipt or exec.status records (what code-exec
+ * --no-wait and exec-status print).  An error record is passed through:
+ * returns 1 with *passed set to its exit code.
+ */
+static int
+read_stdin(struct set *hs, int *passed, struct nyx_err *err)
+{
+	struct nyx_json_reader *r;
+	jv rec;
+	int rc;
+
+	if (isatty(STDIN_FILENO))
+		return 0;
+	r = nyx_json_reader_new(STDIN_FILENO, "stdin");
+	if (r == NULL)
+		return nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
+	while ((rc = nyx_json_reader_next(r, &rec, err)) == 1) {
+		const char *type = nyx_json_peek_str(rec, "type");
+		const char *h = nyx_json_peek_str(rec, "handle");
+
+		if (type != NULL && strcmp(type, "error") == 0) {
+			*passed = nyx_cli_pass_through(rec, NYX_EXIT_SOFTWARE);
+			nyx_json_reader_free(r);
+			return 1;
+		}
+		if (type == NULL ||
+		    (strcmp(type, "exec.receipt") != 0 &&
+		        strcmp(type, "exec.status") != 0 &&
+		        strcmp(type, "exec.result") != 0) ||
+		    !handle_valid(h)) {
+			jv_free(rec);
+			nyx_json_reader_free(r);
+			return nyx_err_set(err, NYX_EXIT_DATAERR,
+			    "input_invalid",
+			    "stdin must carry exec.receipt, exec.status or "
+			    "exec.result records with a handle");
+		}
+		rc = set_add(hs, h, err);
+		jv_free(rec);
+		if (rc < 0)
+			break;
+	}
+	nyx_json_reader_free(r);
+	return rc < 0 ? -1 : 0;
+}
+
+/* --list: every operation named (or all), from the ledger alone. */
+static int
+list(struct nyx_ledger *l, const struct set *hs, struct nyx_err *err)
+{
+	char **all = NULL;
+	char *const *v = hs->v;
+	size_t n = hs->n, i;
+	int code = 0;
+
+	if (n == 0) {
+		if (nyx_ledger_list(l, false, &all, err) < 0)
+			return -1;
+		v = all;
+		for (n = 0; all[n] != NULL; n++)
+			;
+	}
+	for (i = 0; i < n && code == 0; i++) {
+		struct nyx_dur d;
+
+		nyx_dur_init(&d);
+		if (nyx_ledger_get(l, v[i], &d.op, err) == 1)
+			code = nyx_cli_emit(
+			    nyx_dur_status_record(&d, nyx_cli_diag()));
+		else
+			code = -1;
+		nyx_dur_free(&d);
+	}
+	nyx_ledger_free_list(all);
+	return code;
+}
+
+struct item {
+	struct nyx_dur d;
+	bool held; /* our lease */
+	bool done; /* printed its final record */
+	int code;
+};
+
+static int
+item_code(const struct opts *o, const struct item *it)
+{
+	if (it->d.op.terminal)
+		return o->child_code && it->d.op.child_exit >= 0
+		    ? it->d.op.child_exit
+		    : it->d.op.exit_code;
+	return it->d.fail_code != NULL ? it->d.fail_exit : NYX_EXIT_PENDING;
+}
+
+/* A terminal operation's stored result, re-issued under this run's id. */
+static int
+emit_stored(struct nyx_ledger *l, const struct item *it)
+{
+	char *doc = nyx_ledger_result(l, it->d.op.handle);
+	jv rec = doc ? jv_parse(doc) : jv_invalid();
+
+	free(doc);
+	if (jv_get_kind(rec) != JV_KIND_OBJECT) {
+		jv_free(rec);
+		nyx_log(NYX_LOG_ERROR, "the stored result of %s is unreadable",
+		    it->d.op.handle);
+		return -1;
+	}
+	return nyx_cli_emit(jv_object_set(
+	    rec, jv_string("diagnostic_id"), jv_string(nyx_cli_diag())));
+}
+
+static long
+exchange_ms(const struct nyx_settings *s)
+{
+	return s->timeout_ms > 0 && s->timeout_ms < NYX_HTTP_EXCHANGE_MS
+	    ? s->timeout_ms
+	    : NYX_HTTP_EXCHANGE_MS;
+}
+
+static int
+reconcile(const struct opts *o, const struct nyx_common *cm,
+    struct nyx_settings *s, struct nyx_ledger *l, const struct set *hs,
+    struct nyx_err *err)
+{
+	struct item *items = calloc(hs->n ? hs->n : 1, sizeof(*items));
+	struct nyx_dur **due = calloc(hs->n ? hs->n : 1, sizeof(*due));
+	struct nyx_http *http = NULL;
+	char lease[128];
+	int64_t started = nyx_mono_ms();
+	size_t i, n = hs->n, left;
+	int code = NYX_EXIT_OK, rc = -1;
+	bool progress = o->wait && isatty(STDERR_FILENO) && cm->quiet == 0;
+
+	if (items == NULL || due == NULL || nyx_ledger_owner(lease) < 0) {
+		nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		nyx_dur_init(&items[i].d);
+		if (nyx_ledger_get(l, hs->v[i], &items[i].d.op, err) != 1) {
+			if (err->code[0] == '\0')
+				nyx_err_set(err, NYX_EXIT_DATAERR,
+				    "operation_unknown",
+				    "no operation %s in the ledger in %s",
+				    hs->v[i], s->state_dir);
+			goto out;
+		}
+	}
+	for (left = 0, i = 0; i < n; i++)
+		left += !items[i].d.op.terminal;
+	if (left > 0) {
+		/* a credential for the ledger's operations, on their host */
+		if (nyx_settings_require_base_url(s, err) < 0 ||
+		    nyx_settings_load_token(cm, s, 1, err) < 0)
+			goto out;
+		if (s->exec_token == NULL) {
+			nyx_err_set(err, NYX_EXIT_NOPERM,
+			    "code_execution_credential_unavailable",
+			    "No execution credential is configured.");
+			goto out;
+		}
+		nyx_log_add_secret(s->exec_token);
+		if (nyx_cred_check(s->exec_token, err) < 0)
+			goto out;
+		http = nyx_http_new();
+		if (http == NULL) {
+			nyx_err_set(
+			    err, NYX_EXIT_OSERR, "oom", "out of memory");
+			goto out;
+		}
+	}
+	for (;;) {
+		int64_t now = nyx_now_ms(), soonest = INT64_MAX;
+		size_t m = 0;
+
+		for (i = 0; i < n; i++) {
+			struct item *it = &items[i];
+			struct nyx_op *op = &it->d.op;
+
+			if (it->done || op->terminal)
+				continue;
+			if (strcmp(op->base_url, s->base_url) != 0) {
+				/* a credential never follows a record to
+				 * another host */
+				nyx_log(NYX_LOG_ERROR,
+				    "%s was submitted to another base URL; "
+				    "reconcile it with that --base-url",
+				    op->handle);
+				it->d.fail_code = "base_url_mismatch";
+				it->d.fail_exit = NYX_EXIT_CONFIG;
+				it->done = true;
+				continue;
+			}
+			if (nyx_ledger_claim(l, op->handle, lease, now,
+			        NYX_DUR_LEASE_MS, err) != 1) {
+				if (err->code[0] != '\0')
+					goto out;
+				nyx_log(NYX_LOG_INFO,
+				    "%s is being reconciled by another "
+				    "process",
+				    op->handle);
+				it->done = true;
+				continue;
+			}
+			it->held = true;
+			/* reload: another process may have moved it on */
+			if (nyx_dur_load(l, op->handle, &it->d, err) < 0)
+				goto out;
+			if (op->terminal)
+				continue;
+			if (!o->now && !o->wait && op->next_poll_at_ms > now) {
+				it->done = true; /* not due: no request */
+				continue;
+			}
+			if (op->next_poll_at_ms > now && o->wait && !o->now) {
+				if (op->next_poll_at_ms < soonest)
+					soonest = op->next_poll_at_ms;
+				continue;
+			}
+			nyx_dur_begin(&it->d, now);
+			due[m++] = &it->d;
+		}
+		if (m > 0 &&
+		    nyx_dur_run(http, due, m, s->exec_token, exchange_ms(s),
+		        MAX_INFLIGHT, nyx_now_ms) < 0) {
+			nyx_err_set(
+			    err, NYX_EXIT_OSERR, "oom", "out of memory");
+			goto out;
+		}
+		for (i = 0; i < n; i++) {
+			struct item *it = &items[i];
+
+			if (!it->held || it->done)
+				continue;
+			if (nyx_dur_persist(l, &it->d, nyx_cli_diag(), err) < 0)
+				goto out;
+			if (it->d.fail_code != NULL)
+				nyx_log(NYX_LOG_WARN,
+				    "%s: %s; it stays pending", it->d.op.handle,
+				    it->d.fail_code);
+			if (!it->d.op.terminal &&
+			    it->d.op.next_poll_at_ms < soonest)
+				soonest = it->d.op.next_poll_at_ms;
+			/* waiting stops on this invocation's credential */
+			if (it->d.op.terminal || !o->wait ||
+			    it->d.fail_exit == NYX_EXIT_NOPERM)
+				it->done = true;
+		}
+		for (left = 0, i = 0; i < n; i++)
+			left += !items[i].done && !items[i].d.op.terminal;
+		if (left == 0)
+			break;
+		if (progress && nyx_mono_ms() - started > 2000)
+			for (i = 0; i < n; i++)
+				if (!items[i].done && !items[i].d.op.terminal)
+					nyx_log_line("%s: %llds %s%s%s",
+					    items[i].d.op.handle,
+					    (long long)(nyx_mono_ms() -
+					        started) /
+					        1000,
+					    items[i].d.op.status,
+					    items[i].d.op.phase[0] ? "/" : "",
+					    items[i].d.op.phase);
+		{
+			int64_t ms = soonest == INT64_MAX
+			    ? NYX_DUR_POLL_FLOOR_MS
+			    : soonest - nyx_now_ms();
+
+			if (ms > NYX_DUR_RETRY_MAX_MS)
+				ms = NYX_DUR_RETRY_MAX_MS;
+			if (ms < NYX_DUR_POLL_FLOOR_MS)
+				ms = NYX_DUR_POLL_FLOOR_MS;
+			nyx_sleep_ms(ms);
+		}
+	}
+	/* every state is persisted; now print, in the order given */
+	for (i = 0; i < n; i++) {
+		struct item *it = &items[i];
+		int e;
+
+		if (it->d.op.terminal) {
+			e = it->d.exchanges > 0 || it->d.oc.code != NULL ||
+			        it->d.oc.success
+			    ? nyx_cli_emit(
+			          nyx_dur_result_record(&it->d, nyx_cli_diag()))
+			    : emit_stored(l, it);
+			if (!it->d.oc.success && it->d.oc.code != NULL)
+				nyx_log(NYX_LOG_ERROR, "%s: %s: %s",
+				    it->d.op.handle, it->d.oc.code,
+				    it->d.oc.message);
+		} else {
+			e = nyx_cli_emit(
+			    nyx_dur_status_record(&it->d, nyx_cli_diag()));
+		}
+		if (e != 0) {
+			code = e;
+			break;
+		}
+		code = nyx_exit_worst(code, item_code(o, it));
+	}
+	rc = code;
+out:
+	for (i = 0; items != NULL && i < n; i++) {
+		if (items[i].held)
+			nyx_ledger_release(l, items[i].d.op.handle, lease, err);
+		nyx_dur_free(&items[i].d);
+	}
+	free(items);
+	free(due);
+	nyx_http_free(http);
+	return rc;
+}
+
+static int
+run(const struct opts *o, const struct nyx_common *cm, struct set *hs,
+    struct nyx_err *err)
+{
+	struct nyx_settings s;
+	struct nyx_ledger *l = NULL;
+	char **pending = NULL;
+	int code = -1, passed = 0;
+	size_t i;
+
+	nyx_settings_init(&s);
+	if (nyx_settings_resolve(cm, &s, err) < 0)
+		goto out;
+	if (read_stdin(hs, &passed, err) != 0) {
+		code = err->code[0] ? -1 : passed;
+		goto out;
+	}
+	if (nyx_ledger_open(s.state_dir, &l, err) < 0)
+		goto out;
+	if (o->list) {
+		code = list(l, hs, err);
+		goto out;
+	}
+	if (o->all) {
+		if (nyx_ledger_list(l, true, &pending, err) < 0)
+			goto out;
+		for (i = 0; pending[i] != NULL; i++)
+			if (set_add(hs, pending[i], err) < 0)
+				goto out;
+	}
+	if (hs->n == 0) {
+		if (!o->all)
+			nyx_cli_usage("name an operation (HANDLE, or receipts "
+			              "on stdin), or pass --all or --list");
+		code = NYX_EXIT_OK; /* nothing pending */
+		goto out;
+	}
+	code = reconcile(o, cm, &s, l, hs, err);
+out:
+	nyx_ledger_free_list(pending);
+	nyx_ledger_close(l);
+	nyx_settings_free(&s);
+	nyx_log_forget_secrets();
+	return code;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct nyx_err err = NYX_ERR_ZERO;
+	struct nyx_common cm;
+	struct set hs = {NULL, 0, 0};
+	struct opts o;
+	int idx, code;
+
+	memset(&o, 0, sizeof(o));
+	nyx_cli_init("exec-status");
+	idx = nyx_cli_parse(argc, argv, &spec, &o, &cm);
+	if (o.list && (o.wait || o.all || o.now))
+		nyx_cli_usage("--list reads the ledger only; it takes no "
+		              "--all, --wait or --now");
+	for (; idx < argc; idx++) {
+		if (!handle_valid(argv[idx]))
+			nyx_cli_usage(
+			    "'%s' is not a handle (h- and 24 hex)", argv[idx]);
+		if (set_add(&hs, argv[idx], &err) < 0)
+			return nyx_cli_fail(&err);
+	}
+	if (nyx_time_init(&err) < 0 || nyx_http_global_init(&err) < 0)
+		return nyx_cli_fail(&err);
+	code = run(&o, &cm, &hs, &err);
+	set_free(&hs);
+	nyx_http_global_cleanup();
+	if (code < 0)
+		return nyx_cli_fail(&err);
+	return nyx_cli_finish(code);
+}

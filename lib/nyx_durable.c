@@ -1,0 +1,968 @@
+#include "nyx_durable.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "nyx_hash.h"
+#include "nyx_json.h"
+#include "nyx_time.h"
+
+static const char *const active_states[] = {
+    "queued", "provisioning", "preparing", "running", "collecting", NULL};
+static const char *const terminal_states[] = {
+    "succeeded", "failed", "cancelled", "outcome_uncertain", NULL};
+static const char *const phases[] = {"queued", "sandbox_create",
+    "sandbox_ready", "input_write", "dependency_install", "execute", "collect",
+    "cleaning_up", "complete", NULL};
+static const char *const cleanup_states[] = {
+    "not_started", "pending", "running", "retry", "complete", NULL};
+/* the phases a failure without output may name (aevatar 4.6) */
+static const char *const failure_phases[] = {"sandbox_create", "sandbox_ready",
+    "input_write", "dependency_install", "execute", "collect", "cleaning_up",
+    NULL};
+
+static bool
+one_of(const char *s, const char *const *set)
+{
+	for (; s != NULL && *set != NULL; set++)
+		if (strcmp(s, *set) == 0)
+			return true;
+	return false;
+}
+
+void
+nyx_dur_init(struct nyx_dur *d)
+{
+	memset(d, 0, sizeof(*d));
+	d->secret.secret = true;
+	d->auth.secret = true;
+	d->key_hdr.secret = true;
+	nyx_exec_outcome_init(&d->oc);
+	d->op.child_exit = -1;
+}
+
+static void
+drop_request(struct nyx_dur *d)
+{
+	free(d->url);
+	if (d->body != NULL) {
+		nyx_secure_zero(d->body, strlen(d->body));
+		free(d->body);
+	}
+	d->url = d->body = NULL;
+	nyx_buf_free(&d->auth);
+	nyx_buf_free(&d->key_hdr);
+	nyx_buf_free(&d->inm);
+	nyx_buf_free(&d->trace);
+	d->auth.secret = d->key_hdr.secret = true;
+}
+
+void
+nyx_dur_free(struct nyx_dur *d)
+{
+	drop_request(d);
+	nyx_buf_free(&d->secret);
+	nyx_exec_outcome_free(&d->oc);
+}
+
+int
+nyx_dur_key(const char *owner, const char *request_id, const char *call_id,
+    char out[NYX_DUR_KEY_LEN + 1])
+{
+	struct nyx_digest *dg = nyx_digest_new();
+	char hex[NYX_SHA256_HEX];
+
+	if (dg == NULL)
+		return -1;
+	nyx_digest_add(dg, "cli");
+	nyx_digest_add(dg, owner);
+	nyx_digest_add(dg, request_id);
+	nyx_digest_add(dg, call_id);
+	if (nyx_digest_finish(dg, hex) < 0)
+		return -1;
+	snprintf(out, NYX_DUR_KEY_LEN + 1, NYX_DUR_KEY_PREFIX "%s", hex);
+	return 0;
+}
+
+bool
+nyx_dur_key_valid(const char *key)
+{
+	size_t p = sizeof(NYX_DUR_KEY_PREFIX) - 1;
+
+	return key != NULL && strlen(key) == NYX_DUR_KEY_LEN &&
+	    strncmp(key, NYX_DUR_KEY_PREFIX, p) == 0 &&
+	    strspn(key + p, "0123456789abcdef") == 64;
+}
+
+int
+nyx_dur_secret_parts(const struct nyx_dur *d, const char **key,
+    const char **source, size_t *source_len)
+{
+	const char *data = d->secret.data;
+	const char *nl;
+
+	if (data == NULL || d->secret.len <= NYX_DUR_KEY_LEN)
+		return -1;
+	nl = data + NYX_DUR_KEY_LEN;
+	if (*nl != '\n')
+		return -1;
+	*key = data;
+	*source = nl + 1;
+	*source_len = d->secret.len - NYX_DUR_KEY_LEN - 1;
+	return 0;
+}
+
+int64_t
+nyx_dur_deadline(const struct nyx_op *op)
+{
+	return op->expires_at_ms > 0
+	    ? op->expires_at_ms
+	    : op->created_at_ms + NYX_DUR_FALLBACK_EXPIRY_MS;
+}
+
+long
+nyx_dur_retry_after(const char *v, int64_t now)
+{
+	long ms = NYX_DUR_RETRY_DEFAULT_MS;
+	struct tm tm;
+	char *end;
+
+	if (v == NULL || *v == '\0')
+		return ms;
+	if (isdigit((unsigned char)*v) || *v == '-') {
+		long long s = strtoll(v, &end, 10);
+
+		if (*end != '\0')
+			return ms;
+		if (s <= 0)
+			return 0;
+		return s >= NYX_DUR_RETRY_MAX_MS / 1000 ? NYX_DUR_RETRY_MAX_MS
+		                                        : (long)s * 1000;
+	}
+	memset(&tm, 0, sizeof(tm));
+	end = strptime(v, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+	if (end == NULL || *end != '\0')
+		return ms;
+	{
+		int64_t at = (int64_t)timegm(&tm) * 1000 - now;
+
+		if (at <= 0)
+			return 0;
+		return at > NYX_DUR_RETRY_MAX_MS ? NYX_DUR_RETRY_MAX_MS
+		                                 : (long)at;
+	}
+}
+
+/* ---- outcomes ---- */
+
+static void
+settle(struct nyx_dur *d, const char *code, const char *kind,
+    const char *message, int exit_code)
+{
+	d->oc.success = false;
+	d->oc.code = code;
+	d->oc.kind = kind;
+	d->oc.message = message;
+	d->oc.exit = exit_code;
+	d->op.terminal = true;
+	d->op.exit_code = exit_code;
+	d->call = NYX_DUR_NONE;
+}
+
+static void
+settle_expired(struct nyx_dur *d)
+{
+	settle(d, "OPERATION_EXPIRED", "outcome_uncertain",
+	    "The durable code execution expired before it could be "
+	    "observed.",
+	    NYX_EXIT_UNCERTAIN);
+}
+
+static void
+settle_not_found(struct nyx_dur *d)
+{
+	settle(d, "durable_code_execution_operation_not_found",
+	    "outcome_uncertain",
+	    "The durable code execution is no longer known to the provider.",
+	    NYX_EXIT_UNCERTAIN);
+}
+
+/* Stay pending until now + delay; the step failed when code is set. */
+static void
+pend(
+    struct nyx_dur *d, int64_t now, long delay, const char *code, int exit_code)
+{
+	if (delay < NYX_DUR_POLL_FLOOR_MS)
+		delay = NYX_DUR_POLL_FLOOR_MS;
+	d->op.retry_delay_ms = delay;
+	d->op.next_poll_at_ms = now + delay;
+	d->fail_code = code;
+	d->fail_exit = exit_code;
+	d->call = NYX_DUR_NONE;
+}
+
+/* A provider code kept only when it is safe: 1-64 of [A-Za-z0-9_.-]. */
+static const char *
+provider_code(struct nyx_dur *d, jv doc, const char *dflt)
+{
+	jv e = nyx_json_get(doc, "error");
+	const char *c = nyx_json_peek_str(e, "code");
+	size_t n;
+
+	if (c == NULL)
+		c = nyx_json_peek_str(doc, "code");
+	n = c ? strlen(c) : 0;
+	if (n >= 1 && n <= 64 &&
+	    strspn(c,
+	        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	        "0123456789_.-") == n) {
+		snprintf(d->codebuf, sizeof(d->codebuf), "%s", c);
+		c = d->codebuf;
+	} else {
+		c = dflt;
+	}
+	jv_free(e);
+	return c;
+}
+
+static void
+take_diag(struct nyx_dur *d, jv doc)
+{
+	jv e = nyx_json_get(doc, "error");
+	const char *a = nyx_json_peek_str(doc, "diagnostic_id");
+	const char *b = nyx_json_peek_str(e, "diagnostic_id");
+
+	if (nyx_diag_id_safe(a))
+		snprintf(
+		    d->oc.upstream_diag, sizeof(d->oc.upstream_diag), "%s", a);
+	else if (nyx_diag_id_safe(b))
+		snprintf(
+		    d->oc.upstream_diag, sizeof(d->oc.upstream_diag), "%s", b);
+	jv_free(e);
+}
+
+static const char *
+proxy_http_code(struct nyx_dur *d, long status)
+{
+	snprintf(
+	    d->codebuf, sizeof(d->codebuf), "NYXID_PROXY_HTTP_%ld", status);
+	return d->codebuf;
+}
+
+/*
+ * The shared classifier (aevatar 4.8) for a failed status, result or
+ * cancel exchange: settles the operation or leaves it pending.
+ */
+static void
+classify_failure(
+    struct nyx_dur *d, const struct nyx_http_resp *r, jv doc, int64_t now)
+{
+	long delay = nyx_dur_retry_after(r->retry_after, now);
+	long s = r->status;
+
+	d->oc.http_status = (int)s;
+	take_diag(d, doc);
+	if (r->fail == NYX_HTTP_TOO_LARGE) {
+		settle(d, "durable_code_execution_response_too_large",
+		    "response_too_large",
+		    "The durable code execution response exceeded 1 MiB.",
+		    NYX_EXIT_PROTOCOL);
+	} else if (r->fail == NYX_HTTP_TIMEOUT) {
+		pend(d, now, NYX_DUR_RETRY_DEFAULT_MS,
+		    "durable_code_execution_request_timed_out",
+		    NYX_EXIT_TEMPFAIL);
+	} else if (r->fail != NYX_HTTP_OK || s == 0) {
+		pend(d, now, NYX_DUR_RETRY_DEFAULT_MS,
+		    "durable_code_execution_transport_unavailable",
+		    NYX_EXIT_TEMPFAIL);
+	} else if (s == 401 || s == 403) {
+		/* this invocation's credential, not the operation's fate: it
+		 * stays pending for a run with a valid one */
+		pend(d, now, delay,
+		    s == 401 ? "NYXID_PROXY_UNAUTHORIZED"
+		             : "NYXID_PROXY_FORBIDDEN",
+		    NYX_EXIT_NOPERM);
+	} else if (s == 404) {
+		settle_not_found(d);
+	} else if (s == 408 || s == 504) {
+		pend(d, now, delay, "durable_code_execution_request_timed_out",
+		    NYX_EXIT_TEMPFAIL);
+	} else if (s == 410) {
+		settle_expired(d);
+	} else if (s == 429) {
+		pend(d, now, delay,
+		    provider_code(d, doc, "EXECUTION_CAPACITY_EXCEEDED"),
+		    NYX_EXIT_TEMPFAIL);
+	} else if (s == 503) {
+		pend(d, now, delay,
+		    provider_code(d, doc, "ASYNC_EXECUTION_UNAVAILABLE"),
+		    NYX_EXIT_TEMPFAIL);
+	} else if (s >= 500) {
+		pend(d, now, delay,
+		    provider_code(d, doc, proxy_http_code(d, s)),
+		    NYX_EXIT_TEMPFAIL);
+	} else if (s == 413) {
+		settle(d, provider_code(d, doc, "EXECUTION_PAYLOAD_TOO_LARGE"),
+		    "response_too_large",
+		    "The durable code execution payload was too large.",
+		    NYX_EXIT_PROTOCOL);
+	} else {
+		settle(d, provider_code(d, doc, proxy_http_code(d, s)),
+		    "provider_rejected",
+		    "The durable code execution call was rejected.",
+		    NYX_EXIT_PROTOCOL);
+	}
+	if (!d->op.terminal)
+		d->oc.http_status = 0;
+}
+
+/* ---- submit ---- */
+
+static bool
+receipt_valid(jv doc, int64_t *created, int64_t *expires)
+{
+	const char *id = nyx_json_peek_str(doc, "operation_id");
+	const char *st = nyx_json_peek_str(doc, "status");
+	const char *c = nyx_json_peek_str(doc, "created_at");
+	const char *e = nyx_json_peek_str(doc, "expires_at");
+
+	return jv_get_kind(doc) == JV_KIND_OBJECT && id != NULL &&
+	    strlen(id) == 35 && strncmp(id, "op_", 3) == 0 &&
+	    strspn(id + 3,
+	        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	        "0123456789_-") == 32 &&
+	    (one_of(st, active_states) || one_of(st, terminal_states)) &&
+	    c != NULL && e != NULL && nyx_time_parse(c, created) == 0 &&
+	    nyx_time_parse(e, expires) == 0 && *expires >= *created;
+}
+
+/* Deadlines only shrink. */
+static void
+shrink_expiry(struct nyx_op *op, int64_t incoming)
+{
+	if (op->expires_at_ms == 0 || incoming < op->expires_at_ms)
+		op->expires_at_ms = incoming;
+}
+
+static void
+apply_submit(
+    struct nyx_dur *d, const struct nyx_http_resp *r, jv doc, int64_t now)
+{
+	long delay = nyx_dur_retry_after(r->retry_after, now);
+	long s = r->status;
+	const char *uncertain = NULL;
+	int64_t created, expires;
+
+	d->oc.http_status = (int)s;
+	if (r->fail == NYX_HTTP_TIMEOUT)
+		uncertain = "durable_code_execution_submit_timed_out";
+	else if (r->fail == NYX_HTTP_TRANSPORT || s == 0)
+		uncertain =
+		    "durable_code_execution_submit_transport_unavailable";
+	else if (r->fail == NYX_HTTP_TOO_LARGE && s == 202)
+		uncertain = "durable_code_execution_submit_accepted_response_"
+		            "unobserved";
+	else if (r->fail == NYX_HTTP_TOO_LARGE &&
+	    (s == 408 || s == 429 || s >= 500))
+		uncertain = "durable_code_execution_submit_outcome_uncertain";
+	else if (r->fail == NYX_HTTP_TOO_LARGE) {
+		settle(d, "durable_code_execution_response_too_large",
+		    "response_too_large",
+		    "The durable code execution response exceeded 1 MiB.",
+		    NYX_EXIT_PROTOCOL);
+		return;
+	} else if (s == 202) {
+		if (jv_get_kind(doc) != JV_KIND_OBJECT) {
+			uncertain = "durable_code_execution_submit_accepted_"
+			            "response_unobserved";
+		} else if (!receipt_valid(doc, &created, &expires)) {
+			uncertain = "durable_code_execution_submit_accepted_"
+			            "receipt_unobserved";
+		} else {
+			/* the receipt: its id is all we take for the URLs */
+			snprintf(d->op.operation_id, sizeof(d->op.operation_id),
+			    "%s", nyx_json_peek_str(doc, "operation_id"));
+			snprintf(d->op.status, sizeof(d->op.status), "%s",
+			    nyx_json_peek_str(doc, "status"));
+			d->op.etag[0] = '\0';
+			/* the provider's expiry replaces the recovery window */
+			d->op.expires_at_ms = 0;
+			shrink_expiry(&d->op, expires);
+			d->op.recovery_until_ms = 0;
+			pend(d, now, delay, NULL, 0);
+			return;
+		}
+	} else if (s == 408 || s == 504) {
+		uncertain = "durable_code_execution_submit_outcome_uncertain";
+	} else if (s == 429) {
+		uncertain =
+		    provider_code(d, doc, "EXECUTION_CAPACITY_EXCEEDED");
+	} else if (s == 503) {
+		uncertain =
+		    provider_code(d, doc, "ASYNC_EXECUTION_UNAVAILABLE");
+	} else if (s >= 500) {
+		uncertain = provider_code(
+		    d, doc, "durable_code_execution_submit_outcome_uncertain");
+	}
+	if (uncertain != NULL) {
+		/* pending with no provider id: re-submit with the same key */
+		pend(d, now, delay, uncertain, NYX_EXIT_TEMPFAIL);
+		return;
+	}
+	take_diag(d, doc);
+	if (s == 401 || s == 403)
+		settle(d,
+		    s == 401 ? "NYXID_PROXY_UNAUTHORIZED"
+		             : "NYXID_PROXY_FORBIDDEN",
+		    "admission_denied",
+		    "NyxID rejected the durable code execution submit.",
+		    NYX_EXIT_NOPERM);
+	else if (s == 404)
+		settle(d, "durable_code_execution_target_not_found",
+		    "target_not_configured",
+		    "The durable code execution route was not found.",
+		    NYX_EXIT_PROTOCOL);
+	else if (s == 409 &&
+	    strcmp(provider_code(d, doc, ""), "IDEMPOTENCY_KEY_REUSE") == 0)
+		settle(d, "IDEMPOTENCY_KEY_REUSE", "admission_denied",
+		    "The idempotency key was already used for another request.",
+		    NYX_EXIT_BLOCKED);
+	else if (s == 410)
+		settle_expired(d);
+	else if (s == 413)
+		settle(d, provider_code(d, doc, "EXECUTION_PAYLOAD_TOO_LARGE"),
+		    "response_too_large",
+		    "The durable code execution payload was too large.",
+		    NYX_EXIT_PROTOCOL);
+	else
+		settle(d, provider_code(d, doc, proxy_http_code(d, s)),
+		    "provider_rejected",
+		    "The durable code execution submit was rejected.",
+		    NYX_EXIT_PROTOCOL);
+}
+
+/* ---- snapshots (status and cancel) ---- */
+
+static bool
+etag_valid(const char *e)
+{
+	size_t n = e ? strlen(e) : 0, i;
+
+	if (n < 1 || n > 512)
+		return false;
+	for (i = 0; i < n; i++)
+		if (iscntrl((unsigned char)e[i]))
+			return false;
+	return true;
+}
+
+static bool
+snapshot_valid(jv doc, const char *want_id, int64_t *expires)
+{
+	const char *id = nyx_json_peek_str(doc, "operation_id");
+	const char *c = nyx_json_peek_str(doc, "created_at");
+	const char *u = nyx_json_peek_str(doc, "updated_at");
+	const char *e = nyx_json_peek_str(doc, "expires_at");
+	jv ver = nyx_json_get(doc, "version"), f = nyx_json_get(doc, "failure");
+	int64_t created, updated;
+	bool ok;
+
+	ok = jv_get_kind(doc) == JV_KIND_OBJECT && id != NULL &&
+	    strcmp(id, want_id) == 0 &&
+	    (one_of(nyx_json_peek_str(doc, "status"), active_states) ||
+	        one_of(nyx_json_peek_str(doc, "status"), terminal_states)) &&
+	    one_of(nyx_json_peek_str(doc, "phase"), phases) &&
+	    one_of(nyx_json_peek_str(doc, "cleanup_status"), cleanup_states) &&
+	    nyx_json_integral(ver, 0, 9007199254740991.0) &&
+	    nyx_json_bool(doc, "cancel_requested") >= 0 &&
+	    nyx_json_bool(doc, "result_available") >= 0 && c != NULL &&
+	    u != NULL && e != NULL && nyx_time_parse(c, &created) == 0 &&
+	    nyx_time_parse(u, &updated) == 0 &&
+	    nyx_time_parse(e, expires) == 0 && *expires >= created &&
+	    (jv_get_kind(f) == JV_KIND_INVALID ||
+	        jv_get_kind(f) == JV_KIND_NULL ||
+	        (jv_get_kind(f) == JV_KIND_OBJECT &&
+	            nyx_json_peek_str(f, "code") != NULL));
+	jv_free(ver);
+	jv_free(f);
+	return ok;
+}
+
+/*
+ * Take a valid snapshot into the operation and act on its status.  Returns
+ * false when the document is not a valid snapshot of this operation.
+ */
+static bool
+take_snapshot(
+    struct nyx_dur *d, const struct nyx_http_resp *r, jv doc, int64_t now)
+{
+	int64_t expires;
+	const char *st;
+	jv ver;
+
+	if (!snapshot_valid(doc, d->op.operation_id, &expires))
+		return false;
+	st = nyx_json_peek_str(doc, "status");
+	snprintf(d->op.status, sizeof(d->op.status), "%s", st);
+	snprintf(d->op.phase, sizeof(d->op.phase), "%s",
+	    nyx_json_peek_str(doc, "phase"));
+	snprintf(d->op.etag, sizeof(d->op.etag), "%s", r->etag);
+	ver = nyx_json_get(doc, "version");
+	snprintf(
+	    d->op.version, sizeof(d->op.version), "%.0f", jv_number_value(ver));
+	jv_free(ver);
+	d->op.cancel_requested = nyx_json_bool(doc, "cancel_requested") == 1;
+	shrink_expiry(&d->op, expires);
+	if (strcmp(st, "succeeded") == 0 || strcmp(st, "failed") == 0)
+		d->call = NYX_DUR_RESULT; /* the result, with no ETag */
+	else if (strcmp(st, "cancelled") == 0)
+		settle(d, "code_execution_cancelled", "cancelled",
+		    "The code execution was cancelled.", NYX_EXIT_NO);
+	else if (strcmp(st, "outcome_uncertain") == 0)
+		settle(d, "code_execution_outcome_uncertain",
+		    "outcome_uncertain",
+		    "The outcome of the code execution is uncertain.",
+		    NYX_EXIT_UNCERTAIN);
+	else if (d->expiring)
+		settle_expired(d); /* cancelled once; still active */
+	else
+		pend(d, now, nyx_dur_retry_after(r->retry_after, now), NULL, 0);
+	return true;
+}
+
+static void
+apply_status(
+    struct nyx_dur *d, const struct nyx_http_resp *r, jv doc, int64_t now)
+{
+	if (r->fail == NYX_HTTP_OK && (r->status == 304 || r->status == 200) &&
+	    !etag_valid(r->etag)) {
+		settle(d, "durable_code_execution_status_etag_missing",
+		    "malformed_output",
+		    "The durable code execution status carried no valid ETag.",
+		    NYX_EXIT_PROTOCOL);
+		return;
+	}
+	if (r->fail == NYX_HTTP_OK && r->status == 304) {
+		snprintf(d->op.etag, sizeof(d->op.etag), "%s", r->etag);
+		pend(d, now, nyx_dur_retry_after(r->retry_after, now), NULL, 0);
+		return;
+	}
+	if (r->fail == NYX_HTTP_OK && r->status == 200) {
+		if (!take_snapshot(d, r, doc, now))
+			settle(d, "durable_code_execution_status_invalid",
+			    "malformed_output",
+			    "The durable code execution status was malformed.",
+			    NYX_EXIT_PROTOCOL);
+		return;
+	}
+	classify_failure(d, r, doc, now);
+}
+
+static void
+apply_cancel(
+    struct nyx_dur *d, const struct nyx_http_resp *r, jv doc, int64_t now)
+{
+	/* the one cancel of an expired operation: a terminal snapshot is
+	 * the provider's truth; anything else leaves it expired */
+	if (r->fail == NYX_HTTP_OK && (r->status == 200 || r->status == 202) &&
+	    etag_valid(r->etag) && take_snapshot(d, r, doc, now))
+		return;
+	settle_expired(d);
+}
+
+static void
+apply_result(
+    struct nyx_dur *d, const struct nyx_http_resp *r, jv doc, int64_t now)
+{
+	jv out, err;
+	const char *code, *phase;
+
+	if (r->fail == NYX_HTTP_OK && r->status == 409 &&
+	    strcmp(provider_code(d, doc, ""), "OPERATION_NOT_TERMINAL") == 0) {
+		pend(d, now, nyx_dur_retry_after(r->retry_after, now), NULL, 0);
+		return;
+	}
+	if (r->fail != NYX_HTTP_OK || r->status != 200) {
+		classify_failure(d, r, doc, now);
+		return;
+	}
+	d->op.terminal = true;
+	d->call = NYX_DUR_NONE;
+	out = nyx_json_get(doc, "output");
+	if (jv_get_kind(out) != JV_KIND_INVALID) {
+		nyx_chrono_classify_output(doc, &d->oc);
+		if (d->oc.code != NULL &&
+		    strcmp(d->oc.code, "code_execution_response_invalid") == 0)
+			d->oc.code = "durable_code_execution_result_invalid";
+		d->op.exit_code = d->oc.exit;
+		d->op.child_exit = d->oc.child_exit;
+		jv_free(out);
+		return;
+	}
+	jv_free(out);
+	take_diag(d, doc);
+	if (jv_get_kind(doc) != JV_KIND_OBJECT ||
+	    nyx_json_bool(doc, "success") != 0 ||
+	    (code = provider_code(d, doc, NULL)) == NULL) {
+		settle(d, "durable_code_execution_result_invalid",
+		    "malformed_output",
+		    "The durable code execution result was malformed.",
+		    NYX_EXIT_PROTOCOL);
+		return;
+	}
+	if (strcmp(code, "EXECUTION_CANCELLED") == 0) {
+		settle(d, "code_execution_cancelled", "cancelled",
+		    "The code execution was cancelled.", NYX_EXIT_NO);
+		return;
+	}
+	if (strcmp(code, "OUTCOME_UNCERTAIN") == 0) {
+		settle(d, "code_execution_outcome_uncertain",
+		    "outcome_uncertain",
+		    "The outcome of the code execution is uncertain.",
+		    NYX_EXIT_UNCERTAIN);
+		return;
+	}
+	settle(d, code, "execution_failed",
+	    "Durable code execution failed before producing a result.",
+	    NYX_EXIT_NO);
+	err = nyx_json_get(doc, "error");
+	phase = nyx_json_peek_str(err, "phase");
+	if (one_of(phase, failure_phases))
+		snprintf(d->oc.provider_phase, sizeof(d->oc.provider_phase),
+		    "%s", phase);
+	jv_free(err);
+}
+
+/* ---- the step ---- */
+
+void
+nyx_dur_begin(struct nyx_dur *d, int64_t now)
+{
+	d->fail_code = NULL;
+	d->fail_exit = 0;
+	d->exchanges = 0;
+	d->longest_ms = 0;
+	d->expiring = false;
+	if (d->op.terminal) {
+		d->call = NYX_DUR_NONE;
+	} else if (d->op.operation_id[0] == '\0') {
+		if (now > d->op.recovery_until_ms)
+			settle(d, "code_execution_submit_recovery_expired",
+			    "outcome_uncertain",
+			    "The submit could not be confirmed within its "
+			    "recovery window.",
+			    NYX_EXIT_UNCERTAIN);
+		else
+			d->call = NYX_DUR_SUBMIT; /* the same key, again */
+	} else if (now > nyx_dur_deadline(&d->op)) {
+		d->expiring = true;
+		d->call = NYX_DUR_CANCEL;
+	} else {
+		d->call = NYX_DUR_STATUS;
+	}
+}
+
+static const char *
+call_path(enum nyx_dur_call c)
+{
+	switch (c) {
+	case NYX_DUR_SUBMIT:
+		return "";
+	case NYX_DUR_RESULT:
+		return "/result";
+	case NYX_DUR_CANCEL:
+		return "/cancel";
+	default:
+		return NULL;
+	}
+}
+
+/*
+ * Build d's request into req: 0, 1 when the operation was settled instead
+ * (unusable secret material), -1 when memory ran out.
+ */
+static int
+build(struct nyx_dur *d, const char *token, long exchange_ms,
+    struct nyx_http_req *req)
+{
+	const char *trace = getenv("TRACEPARENT");
+	const char *key, *src;
+	char path[128];
+	size_t n = 0, srclen;
+
+	drop_request(d);
+	memset(req, 0, sizeof(*req));
+	if (d->call == NYX_DUR_SUBMIT) {
+		snprintf(path, sizeof(path), "executions");
+	} else {
+		char *id = nyx_http_escape(d->op.operation_id);
+
+		if (id == NULL)
+			return -1;
+		snprintf(path, sizeof(path), "executions/%s%s", id,
+		    d->call == NYX_DUR_STATUS ? "" : call_path(d->call));
+		free(id);
+	}
+	d->url = nyx_chrono_url(
+	    d->op.base_url, d->op.slug, d->op.user_service_id, path);
+	if (d->url == NULL ||
+	    nyx_buf_printf(&d->auth, "Authorization: Bearer %s", token) < 0)
+		return -1;
+	d->hdrs[n++] = d->auth.data;
+	if (d->call == NYX_DUR_SUBMIT) {
+		char k[NYX_DUR_KEY_LEN + 1];
+
+		if (nyx_dur_secret_parts(d, &key, &src, &srclen) < 0) {
+			settle(d, "secret_invalid", "admission_invalid",
+			    "The operation's secret material is unusable; it "
+			    "is never submitted without its own key.",
+			    NYX_EXIT_DATAERR);
+			return 1;
+		}
+		memcpy(k, key, NYX_DUR_KEY_LEN);
+		k[NYX_DUR_KEY_LEN] = '\0';
+		if (!nyx_dur_key_valid(k) ||
+		    nyx_buf_printf(&d->key_hdr, "Idempotency-Key: %s", k) < 0) {
+			nyx_secure_zero(k, sizeof(k));
+			return -1;
+		}
+		nyx_secure_zero(k, sizeof(k));
+		d->body = nyx_chrono_execute_body(
+		    d->op.language, src, srclen, d->op.timeout_secs);
+		if (d->body == NULL)
+			return -1;
+		d->hdrs[n++] = d->key_hdr.data;
+		d->hdrs[n++] = "Content-Type: application/json";
+		req->method = "POST";
+		req->body = d->body;
+		req->body_len = strlen(d->body);
+	} else if (d->call == NYX_DUR_CANCEL) {
+		d->hdrs[n++] = "Content-Type: application/json";
+		req->method = "POST";
+		req->body = "{}";
+		req->body_len = 2;
+	} else if (d->call == NYX_DUR_STATUS && d->op.etag[0] != '\0') {
+		if (nyx_buf_printf(&d->inm, "If-None-Match: %s", d->op.etag) <
+		    0)
+			return -1;
+		d->hdrs[n++] = d->inm.data;
+	}
+	if (trace != NULL && strlen(trace) == 55 &&
+	    strspn(trace, "0123456789abcdef-") == 55 &&
+	    nyx_buf_printf(&d->trace, "traceparent: %s", trace) == 0)
+		d->hdrs[n++] = d->trace.data;
+	d->hdrs[n] = NULL;
+	req->url = d->url;
+	req->headers = d->hdrs;
+	req->timeout_ms = exchange_ms;
+	if (d->call == NYX_DUR_SUBMIT)
+		d->op.submits++;
+	return 0;
+}
+
+static void
+apply(struct nyx_dur *d, const struct nyx_http_resp *r, int64_t now)
+{
+	enum nyx_dur_call c = d->call;
+	jv doc = jv_invalid();
+
+	d->exchanges++;
+	if (r->elapsed_ms > d->longest_ms)
+		d->longest_ms = r->elapsed_ms;
+	if (r->fail == NYX_HTTP_OK && r->body.len > 0)
+		doc = nyx_json_parse(r->body.data, r->body.len);
+	d->call = NYX_DUR_NONE;
+	switch (c) {
+	case NYX_DUR_SUBMIT:
+		apply_submit(d, r, doc, now);
+		break;
+	case NYX_DUR_STATUS:
+		apply_status(d, r, doc, now);
+		break;
+	case NYX_DUR_RESULT:
+		apply_result(d, r, doc, now);
+		break;
+	case NYX_DUR_CANCEL:
+		apply_cancel(d, r, doc, now);
+		break;
+	default:
+		break;
+	}
+	jv_free(doc);
+	drop_request(d);
+}
+
+int
+nyx_dur_run(struct nyx_http *h, struct nyx_dur **v, size_t n, const char *token,
+    long exchange_ms, size_t max_inflight, int64_t (*now)(void))
+{
+	struct nyx_http_req *reqs = calloc(n ? n : 1, sizeof(*reqs));
+	struct nyx_http_resp *resps = calloc(n ? n : 1, sizeof(*resps));
+	struct nyx_dur **live = calloc(n ? n : 1, sizeof(*live));
+	size_t i, m;
+	int rc = -1;
+
+	if (reqs == NULL || resps == NULL || live == NULL)
+		goto out;
+	/* a step is at most two rounds: status (or cancel) then result */
+	for (;;) {
+		for (i = m = 0; i < n; i++) {
+			if (v[i]->call == NYX_DUR_NONE)
+				continue;
+			int b = build(v[i], token, exchange_ms, &reqs[m]);
+
+			if (b < 0)
+				goto out;
+			if (b == 0)
+				live[m++] = v[i];
+		}
+		if (m == 0)
+			break;
+		for (i = 0; i < m; i++) {
+			struct nyx_http_resp z = NYX_HTTP_RESP_ZERO;
+
+			resps[i] = z;
+		}
+		if (m == 1)
+			nyx_http_do(h, &reqs[0], &resps[0]);
+		else
+			nyx_http_do_many(h, reqs, resps, m, max_inflight);
+		for (i = 0; i < m; i++) {
+			apply(live[i], &resps[i], now());
+			nyx_http_resp_free(&resps[i]);
+		}
+	}
+	rc = 0;
+out:
+	free(reqs);
+	free(resps);
+	free(live);
+	return rc;
+}
+
+int
+nyx_dur_load(struct nyx_ledger *l, const char *handle, struct nyx_dur *d,
+    struct nyx_err *err)
+{
+	int rc = nyx_ledger_get(l, handle, &d->op, err);
+
+	if (rc <= 0)
+		return rc;
+	nyx_buf_free(&d->secret);
+	d->secret.secret = true;
+	if (!d->op.terminal && d->op.operation_id[0] == '\0' &&
+	    nyx_ledger_read_secret(l, &d->op, &d->secret, err) < 0)
+		return -1;
+	return 1;
+}
+
+int
+nyx_dur_persist(struct nyx_ledger *l, const struct nyx_dur *d, const char *diag,
+    struct nyx_err *err)
+{
+	char *doc = NULL;
+	int rc;
+
+	if (d->op.terminal) {
+		doc = nyx_json_dump(nyx_dur_result_record(d, diag));
+		if (doc == NULL)
+			return nyx_err_set(
+			    err, NYX_EXIT_OSERR, "oom", "out of memory");
+	}
+	rc = nyx_ledger_save(l, &d->op, doc, err);
+	free(doc);
+	return rc;
+}
+
+/* ---- records ---- */
+
+static jv
+time_or_null(int64_t ms)
+{
+	char t[NYX_TIME_STRLEN];
+
+	if (ms <= 0)
+		return jv_null();
+	nyx_time_format(ms, t);
+	return jv_string(t);
+}
+
+static jv
+record(const char *type, const struct nyx_op *op, const char *diag)
+{
+	jv r = jv_object();
+
+	r = jv_object_set(r, jv_string("v"), jv_number(1));
+	r = jv_object_set(r, jv_string("type"), jv_string(type));
+	r = jv_object_set(r, jv_string("handle"), jv_string(op->handle));
+	r = jv_object_set(r, jv_string("operation_id"),
+	    nyx_json_str_or_null(
+	        op->operation_id[0] ? op->operation_id : NULL));
+	return jv_object_set(r, jv_string("diagnostic_id"), jv_string(diag));
+}
+
+jv
+nyx_dur_receipt_record(const struct nyx_op *op, const char *diag)
+{
+	jv r = record("exec.receipt", op, diag), rt = jv_object();
+
+	rt = jv_object_set(
+	    rt, jv_string("user_service_id"), jv_string(op->user_service_id));
+	rt = jv_object_set(rt, jv_string("slug"), jv_string(op->slug));
+	r = jv_object_set(r, jv_string("route"), rt);
+	r = jv_object_set(r, jv_string("status"), jv_string(op->status));
+	r = jv_object_set(r, jv_string("expires_at"),
+	    time_or_null(op->operation_id[0] ? nyx_dur_deadline(op)
+	                                     : op->recovery_until_ms));
+	return jv_object_set(
+	    r, jv_string("next_poll_at"), time_or_null(op->next_poll_at_ms));
+}
+
+jv
+nyx_dur_status_record(const struct nyx_dur *d, const char *diag)
+{
+	const struct nyx_op *op = &d->op;
+	jv r = record("exec.status", op, diag);
+
+	r = jv_object_set(r, jv_string("status"), jv_string(op->status));
+	r = jv_object_set(r, jv_string("phase"),
+	    nyx_json_str_or_null(op->phase[0] ? op->phase : NULL));
+	r = jv_object_set(r, jv_string("version"),
+	    nyx_json_str_or_null(op->version[0] ? op->version : NULL));
+	r = jv_object_set(r, jv_string("terminal"), jv_bool(op->terminal));
+	r = jv_object_set(
+	    r, jv_string("cancel_requested"), jv_bool(op->cancel_requested));
+	r = jv_object_set(r, jv_string("expires_at"),
+	    time_or_null(op->operation_id[0] ? nyx_dur_deadline(op)
+	                                     : op->recovery_until_ms));
+	r = jv_object_set(r, jv_string("next_poll_at"),
+	    op->terminal ? jv_null() : time_or_null(op->next_poll_at_ms));
+	r = jv_object_set(
+	    r, jv_string("stop_deadline"), time_or_null(op->stop_deadline_ms));
+	if (d->fail_code != NULL) {
+		jv e = jv_object();
+
+		e = jv_object_set(
+		    e, jv_string("code"), jv_string(d->fail_code));
+		e = jv_object_set(e, jv_string("retryable"),
+		    jv_bool(d->fail_exit == NYX_EXIT_TEMPFAIL));
+		r = jv_object_set(r, jv_string("error"), e);
+		r = jv_object_set(
+		    r, jv_string("exit"), jv_number(d->fail_exit));
+	}
+	return r;
+}
+
+jv
+nyx_dur_result_record(const struct nyx_dur *d, const char *diag)
+{
+	jv r = nyx_exec_result_record(&d->oc, "nyxid", "durable", diag);
+
+	r = jv_object_set(r, jv_string("handle"), jv_string(d->op.handle));
+	return jv_object_set(r, jv_string("operation_id"),
+	    nyx_json_str_or_null(
+	        d->op.operation_id[0] ? d->op.operation_id : NULL));
+}
