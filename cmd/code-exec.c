@@ -621,6 +621,7 @@ run_durable(const struct opts *o, struct nyx_settings *s, struct nyx_http *http,
 	struct nyx_dur d, *dv = &d;
 	char owner[160], key[NYX_DUR_KEY_LEN + 1], rid[33], lease[128];
 	const char *request_id = o->request_id;
+	long longest = 0, exchanges = 0;
 	int code = -1, got;
 
 	nyx_dur_init(&d);
@@ -676,6 +677,9 @@ run_durable(const struct opts *o, struct nyx_settings *s, struct nyx_http *http,
 		}
 		if (nyx_dur_persist(l, &d, nyx_cli_diag(), err) < 0)
 			goto release;
+		if (d.longest_ms > longest)
+			longest = d.longest_ms;
+		exchanges += d.exchanges;
 		nyx_log(NYX_LOG_DEBUG, "%s: %s after %d exchange(s)",
 		    d.op.handle, d.op.status, d.exchanges);
 		if (d.op.terminal) {
@@ -713,6 +717,8 @@ run_durable(const struct opts *o, struct nyx_settings *s, struct nyx_http *http,
 	}
 release:
 	nyx_ledger_release(l, d.op.handle, lease, err);
+	nyx_log(NYX_LOG_INFO, "%s: %ld exchange(s), the longest %ld ms",
+	    d.op.handle, exchanges, longest);
 out:
 	nyx_secure_zero(key, sizeof(key));
 	nyx_dur_free(&d);

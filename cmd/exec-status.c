@@ -423,15 +423,15 @@ reconcile(const struct opts *o, const struct nyx_common *cm,
 		int e;
 
 		if (it->d.op.terminal) {
+			if (!it->d.oc.success && it->d.oc.code != NULL)
+				nyx_log(NYX_LOG_ERROR, "%s: %s: %s",
+				    it->d.op.handle, it->d.oc.code,
+				    it->d.oc.message);
 			e = it->d.exchanges > 0 || it->d.oc.code != NULL ||
 			        it->d.oc.success
 			    ? nyx_cli_emit(
 			          nyx_dur_result_record(&it->d, nyx_cli_diag()))
 			    : emit_stored(l, it);
-			if (!it->d.oc.success && it->d.oc.code != NULL)
-				nyx_log(NYX_LOG_ERROR, "%s: %s: %s",
-				    it->d.op.handle, it->d.oc.code,
-				    it->d.oc.message);
 		} else {
 			e = nyx_cli_emit(
 			    nyx_dur_status_record(&it->d, nyx_cli_diag()));
@@ -443,6 +443,19 @@ reconcile(const struct opts *o, const struct nyx_common *cm,
 		code = nyx_exit_worst(code, item_code(o, it));
 	}
 	rc = code;
+	if (http != NULL) {
+		long ex = 0, longest = 0;
+
+		for (i = 0; i < n; i++) {
+			ex += items[i].d.exchanges;
+			if (items[i].d.longest_ms > longest)
+				longest = items[i].d.longest_ms;
+		}
+		nyx_log(NYX_LOG_INFO,
+		    "%zu operation(s), %ld exchange(s) in the last round over "
+		    "%ld connection(s); longest %ld ms",
+		    n, ex, nyx_http_connects(http), longest);
+	}
 out:
 	for (i = 0; items != NULL && i < n; i++) {
 		if (items[i].held)

@@ -342,6 +342,7 @@ struct exec {
 	int64_t version;
 	bool cancel_requested;
 	volatile int cancel;
+	int runs; /* how many times its program was started */
 	int64_t created, updated, expires, terminal_at;
 	jv result; /* the retained result, or invalid */
 	char *base_url;
@@ -405,6 +406,7 @@ exec_doc(const struct exec *e)
 	    d, jv_string("expires_ms"), jv_number((double)e->expires));
 	d = jv_object_set(
 	    d, jv_string("terminal_ms"), jv_number((double)e->terminal_at));
+	d = jv_object_set(d, jv_string("runs"), jv_number(e->runs));
 	return jv_object_set(d, jv_string("result"),
 	    jv_is_valid(e->result) ? jv_copy(e->result) : jv_null());
 }
@@ -508,6 +510,7 @@ run_exec(void *arg)
 		advance(cd, e, "cancelled", "complete");
 		goto done;
 	}
+	e->runs++;
 	advance(cd, e, "provisioning", "sandbox_create");
 	advance(cd, e, "running", "execute");
 	pthread_mutex_unlock(&cd->mu);
@@ -809,6 +812,7 @@ recover(struct nyx_chronod *cd, struct nyx_err *err)
 		e->updated = (int64_t)num(d, "updated_ms");
 		e->expires = (int64_t)num(d, "expires_ms");
 		e->terminal_at = (int64_t)num(d, "terminal_ms");
+		e->runs = (int)num(d, "runs");
 		e->cancel_requested = nyx_json_bool(d, "cancel_requested") == 1;
 #undef STR
 		r = nyx_json_get(d, "result");
@@ -907,4 +911,27 @@ nyx_chronod_handle(struct nyx_chronod *cd, const struct nyx_chronod_req *rq,
 		return;
 	}
 	error(rs, 404, "NOT_FOUND", "No such Chrono Sandbox endpoint.");
+}
+
+char *
+nyx_chronod_list(struct nyx_chronod *cd)
+{
+	jv a = jv_array();
+	struct exec *e;
+	char sha[NYX_SHA256_HEX];
+
+	pthread_mutex_lock(&cd->mu);
+	for (e = cd->execs; e != NULL; e = e->next) {
+		jv o = jv_object();
+
+		nyx_sha256_hex(e->key, strlen(e->key), sha);
+		o = jv_object_set(
+		    o, jv_string("operation_id"), jv_string(e->id));
+		o = jv_object_set(o, jv_string("key_sha256"), jv_string(sha));
+		o = jv_object_set(o, jv_string("status"), jv_string(e->status));
+		o = jv_object_set(o, jv_string("runs"), jv_number(e->runs));
+		a = jv_array_append(a, o);
+	}
+	pthread_mutex_unlock(&cd->mu);
+	return nyx_json_dump(a);
 }

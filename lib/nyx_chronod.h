@@ -63,6 +63,12 @@ struct nyx_chronod *nyx_chronod_new(
 /* Cancels what still runs and waits for it (bounded) before freeing. */
 void nyx_chronod_free(struct nyx_chronod *cd);
 
+/*
+ * Every operation as [{"operation_id","key_sha256","status","runs"}]
+ * (no script, no key): the /_nyx/executions control view, so tests can
+ * count executions per key.
+ */
+char *nyx_chronod_list(struct nyx_chronod *cd);
 void nyx_chronod_handle(struct nyx_chronod *cd,
     const struct nyx_chronod_req *rq, struct nyx_chronod_resp *rs);
 

@@ -758,8 +758,12 @@ build(struct nyx_dur *d, const char *token, long exchange_ms,
 	req->url = d->url;
 	req->headers = d->hdrs;
 	req->timeout_ms = exchange_ms;
-	if (d->call == NYX_DUR_SUBMIT)
+	if (d->call == NYX_DUR_SUBMIT) {
+		/* libcurl would silently resend on a dead reused
+		 * connection: every submit is one we count and classify */
+		req->fresh_connect = true;
 		d->op.submits++;
+	}
 	return 0;
 }
 

@@ -298,6 +298,11 @@ handle_control(struct nyx_srv *s, const char *method, const char *path,
 
 	if (strcmp(path, "/_nyx/requests") == 0 && strcmp(method, "GET") == 0) {
 		log_lines(s, a);
+	} else if (strcmp(path, "/_nyx/executions") == 0 &&
+	    strcmp(method, "GET") == 0) {
+		a->status = 200;
+		a->body = nyx_chronod_list(s->chrono);
+		a->len = a->body ? strlen(a->body) : 0;
 	} else if (strcmp(path, "/_nyx/requests") == 0 &&
 	    strcmp(method, "DELETE") == 0) {
 		jv_free(s->log);
@@ -425,6 +430,22 @@ record(struct nyx_srv *s, struct MHD_Connection *c, const char *method,
 	e = jv_object_set(e, jv_string("fault"),
 	    fault >= 0 ? jv_number((double)fault) : jv_null());
 	e = jv_object_set(e, jv_string("nyxid_via"), nyx_json_str_or_null(via));
+	{
+		/* what a durable client sent: the key only as a digest */
+		const char *k = MHD_lookup_connection_value(
+		    c, MHD_HEADER_KIND, "Idempotency-Key");
+		const char *inm = MHD_lookup_connection_value(
+		    c, MHD_HEADER_KIND, "If-None-Match");
+		char sha[NYX_SHA256_HEX];
+
+		if (k != NULL && nyx_sha256_hex(k, strlen(k), sha) == 0)
+			e = jv_object_set(e,
+			    jv_string("idempotency_key_sha256"),
+			    jv_string(sha));
+		if (inm != NULL)
+			e = jv_object_set(
+			    e, jv_string("if_none_match"), jv_string(inm));
+	}
 	if (a->proxied) {
 		e = jv_object_set(e, jv_string("forwarded_authorization"),
 		    jv_bool(a->forwarded_auth));

@@ -5,7 +5,7 @@
 
 load helpers/common
 
-PROGS=(nyx-route-inspect nyx-route-converge code-exec nyx-sandboxd)
+PROGS=(nyx-route-inspect nyx-route-converge code-exec exec-status nyx-sandboxd)
 
 setup() {
 	common_setup
@@ -168,7 +168,8 @@ EOF2
 		[ -x "$d/opt/nyx/bin/$p" ]
 		[ -L "$d/opt/nyx/share/bash-completion/completions/$p" ]
 	done
-	[ -f "$d/opt/nyx/share/man/man7/nyx.7" ] && [ -f "$d/opt/nyx/share/man/man8/nyx-sandboxd.8" ]
+	[ -f "$d/opt/nyx/share/man/man7/nyx.7" ]
+	[ -f "$d/opt/nyx/share/man/man8/nyx-sandboxd.8" ]
 	[ -f "$d/opt/nyx/share/zsh/site-functions/_nyx" ]
 	# nothing lands outside DESTDIR/PREFIX
 	[ -z "$(find "$d" -mindepth 1 -maxdepth 1 ! -name opt)" ]

@@ -485,10 +485,12 @@ EOF2
 	run -3 --separate-stderr inspect "$ALICE" -vvv --table
 	[[ $stderr == *"trace: http: GET /api/v1/keys -> 200"* ]]
 	[[ $stderr == *"sent [Authorization, Accept]"* ]]
-	[[ $stderr != *"$ALICE"* ]] && [[ $output != *"$ALICE"* ]]
+	[[ $stderr != *"$ALICE"* ]]
+	[[ $output != *"$ALICE"* ]]
 	[[ $stderr != *eyJ* ]]
 	run -0 cat "$SANDBOXD_DIR/stderr"
-	[[ $output != *"$ALICE"* ]] && [[ $output != *eyJ* ]]
+	[[ $output != *"$ALICE"* ]]
+	[[ $output != *eyJ* ]]
 }
 
 # ---- base URL and configuration ----

@@ -145,7 +145,9 @@ body_of() { printf '%s\n' "$output" | sed '$d'; }
 @test "fault plans: headers, exact-size and chunked bodies, glob paths" {
 	printf 'faults:\n  - {path: "/api/v1/k*", status: 429, headers: {Retry-After: "3", ETag: "\\"e1\\""}, json: {error: rate_limited}}\n' | put_faults
 	run -0 curl -s -D - -H "Authorization: Bearer $ALICE" "$NYX_TEST_BASE/api/v1/keys/us-mine"
-	[[ $output == *"HTTP/1.1 429"* ]] && [[ $output == *"Retry-After: 3"* ]] && [[ $output == *'ETag: "e1"'* ]]
+	[[ $output == *"HTTP/1.1 429"* ]]
+	[[ $output == *"Retry-After: 3"* ]]
+	[[ $output == *'ETag: "e1"'* ]]
 	[[ $output == *'{"error":"rate_limited"}'* ]]
 	printf 'faults:\n  - {path: /api/v1/keys, body_bytes: 5000}\n' | put_faults
 	run -0 curl -s -D "$BATS_TEST_TMPDIR/h" -o "$BATS_TEST_TMPDIR/b" "$NYX_TEST_BASE/api/v1/keys"
@@ -155,7 +157,7 @@ body_of() { printf '%s\n' "$output" | sed '$d'; }
 	printf 'faults:\n  - {path: /api/v1/keys, body_bytes: 5000, chunked: true}\n' | put_faults
 	run -0 curl -s -D "$BATS_TEST_TMPDIR/h" -o "$BATS_TEST_TMPDIR/b" "$NYX_TEST_BASE/api/v1/keys"
 	[ "$(wc -c <"$BATS_TEST_TMPDIR/b")" -eq 5000 ]
-	! grep -qi '^content-length' "$BATS_TEST_TMPDIR/h"
+	not grep -qi '^content-length' "$BATS_TEST_TMPDIR/h"
 	grep -qi '^transfer-encoding: chunked' "$BATS_TEST_TMPDIR/h"
 }
 
@@ -225,7 +227,8 @@ body_of() { printf '%s\n' "$output" | sed '$d'; }
 	n2=$(curl -s -H "Authorization: Bearer $ALICE" "$base/api/v1/keys" | jq '.keys|length')
 	kill "$pid"
 	wait "$pid" || true
-	[ "$n1" -eq 4 ] && [ "$n2" -eq 0 ]
+	[ "$n1" -eq 4 ]
+	[ "$n2" -eq 0 ]
 	grep -q "stopping on signal 15" "$dir/err"
 }
 
@@ -500,9 +503,11 @@ wait_status() {
 	[ "$(status_of)" = 202 ]
 	body_of | jq -e '(.operation_id|test("^op_[A-Za-z0-9_-]{32}$")) and .status=="queued" and .version==1 and (.expires_at>=.created_at)'
 	op=$(body_of | jq -r .operation_id)
-	[ "$(hdr ETag)" = '"v1"' ] && [ "$(hdr Location)" = "/api/v1/proxy/s/chrono-sandbox/executions/$op" ]
+	[ "$(hdr ETag)" = '"v1"' ]
+	[ "$(hdr Location)" = "/api/v1/proxy/s/chrono-sandbox/executions/$op" ]
 	run -0 dx "$ALICE" POST "" -H "Idempotency-Key: $KEY" -d "$b"
-	[ "$(status_of)" = 202 ] && [ "$(body_of | jq -r .operation_id)" = "$op" ]
+	[ "$(status_of)" = 202 ]
+	[ "$(body_of | jq -r .operation_id)" = "$op" ]
 	run -0 dx "$ALICE" POST "" -H "Idempotency-Key: $KEY" -d '{"language":"python","script":"print(1)"}'
 	[ "$(status_of)" = 409 ]
 	body_of | jq -e '.error.code=="IDEMPOTENCY_KEY_REUSE"'
@@ -528,7 +533,9 @@ wait_status() {
 	# terminal, the version no longer moves: the ETag answers 304
 	etag=$(hdr ETag)
 	run -0 dx "$ALICE" GET "/$op" -H "If-None-Match: $etag"
-	[ "$(status_of)" = 304 ] && [ "$(hdr ETag)" = "$etag" ] && [ -z "$(body_of)" ]
+	[ "$(status_of)" = 304 ]
+	[ "$(hdr ETag)" = "$etag" ]
+	[ -z "$(body_of)" ]
 	run -0 dx "$ALICE" GET "/$op" -H 'If-None-Match: "v0"'
 	[ "$(status_of)" = 200 ]
 	run -0 dx "$ALICE" GET "/$op/result"
@@ -614,7 +621,8 @@ sx() {
 	[ "$(body_of | jq -r .operation_id)" = "$cut_op" ]
 	[ "$(body_of | jq -r .status)" = outcome_uncertain ]
 	# the store holds programs: it and SQLite's -wal and -shm are the owner's alone
-	[ -e "$SDIR/ops.db-wal" ] && [ -e "$SDIR/ops.db-shm" ]
+	[ -e "$SDIR/ops.db-wal" ]
+	[ -e "$SDIR/ops.db-shm" ]
 	[ "$(stat -c %a "$SDIR/ops.db" "$SDIR/ops.db-wal" "$SDIR/ops.db-shm" | sort -u)" = 600 ]
 	kill "$SPID"
 	wait "$SPID" 2>/dev/null || true
@@ -650,5 +658,6 @@ sx() {
 	printf 'faults:\n  - {method: POST, path: "/api/v1/proxy/s/*/executions", delay_after_ms: 1200}\n' | put_faults
 	t0=$(date +%s%3N)
 	run -0 dx "$ALICE" POST "" -H "Idempotency-Key: ${KEY%1}7" -d "$b"
-	[ "$(status_of)" = 202 ] && [ $(($(date +%s%3N) - t0)) -ge 1200 ]
+	[ "$(status_of)" = 202 ]
+	[ $(($(date +%s%3N) - t0)) -ge 1200 ]
 }

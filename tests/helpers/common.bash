@@ -48,3 +48,12 @@ token_file() {
 	chmod 600 "$f"
 	printf '%s' "$f"
 }
+
+# not CMD...: fail when CMD succeeds.  (A bare `! CMD` never fails a bats
+# test under set -e, and neither does a failing `[ a ] && [ b ]` head.)
+not() {
+	if "$@"; then
+		echo "unexpectedly succeeded: $*" >&2
+		return 1
+	fi
+}

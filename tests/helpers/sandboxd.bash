@@ -74,3 +74,9 @@ request_count() {
 reset_world() {
 	put_world "$@" && clear_faults && clear_requests
 }
+
+# The server's operations as NDJSON: operation_id, key_sha256, status,
+# runs (how many times each program was started).
+executions() {
+	curl -sf "$NYX_TEST_BASE/_nyx/executions" | jq -c '.[]'
+}
