@@ -432,8 +432,11 @@ static void
 advance(struct nyx_chronod *cd, struct exec *e, const char *status,
     const char *phase)
 {
-	snprintf(e->status, sizeof(e->status), "%s", status);
-	snprintf(e->phase, sizeof(e->phase), "%s", phase);
+	/* (status and phase may be e's own: snprintf must not overlap) */
+	if (status != e->status)
+		snprintf(e->status, sizeof(e->status), "%s", status);
+	if (phase != e->phase)
+		snprintf(e->phase, sizeof(e->phase), "%s", phase);
 	e->version++;
 	e->updated = nyx_now_ms();
 	if (terminal_status(status) && e->terminal_at == 0)
