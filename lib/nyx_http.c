@@ -434,10 +434,13 @@ nyx_http_do_many(struct nyx_http *h, const struct nyx_http_req *reqs,
 		if (h->multi == NULL)
 			return 0;
 	}
+	/* the pool is sized by the bound, not by this batch: a smaller
+	 * batch must not close connections a later one would reuse */
 	curl_multi_setopt(
-	    h->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)nslots);
+	    h->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)max_inflight);
 	curl_multi_setopt(
-	    h->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)nslots);
+	    h->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)max_inflight);
+	curl_multi_setopt(h->multi, CURLMOPT_MAXCONNECTS, (long)max_inflight);
 	slots = calloc(nslots, sizeof(*slots));
 	if (slots == NULL)
 		return 0;
