@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "nyx_audit.h"
 #include "nyx_buf.h"
 #include "nyx_chrono.h"
 #include "nyx_cli.h"
@@ -160,7 +161,41 @@ struct job {
 	const char *language;
 	struct nyx_buf source;
 	int timeout_secs;
+	struct nyx_ledger *l; /* the state: ledger and audit trail */
+	char request_id[160];
+	const char *call_id;
 };
+
+/*
+ * One audit phase of a sync or local run.  The trail is write-ahead: a
+ * record that cannot be appended stays frozen for audit-replay, and the
+ * run goes on.
+ */
+static void
+audit_phase(const struct job *j, const char *owner, const char *phase,
+    const struct nyx_exec_outcome *oc)
+{
+	struct nyx_audit_subject sub = {
+	    "code_execute", "cli", owner, j->request_id, j->call_id};
+	struct nyx_audit_outcome ao;
+	struct nyx_err err = NYX_ERR_ZERO;
+	jv rec;
+
+	if (oc != NULL) {
+		ao.success = oc->success;
+		ao.code = oc->code;
+		ao.kind = oc->kind;
+		ao.exit_code = oc->exit;
+	}
+	rec =
+	    nyx_audit_record(&sub, phase, NULL, oc ? &ao : NULL, nyx_now_ms());
+	if (!jv_is_valid(rec) ||
+	    nyx_audit_emit(j->l, nyx_ledger_dir(j->l), rec, NULL, &err) != 0)
+		nyx_log(NYX_LOG_WARN,
+		    "the %s audit record is frozen for audit-replay%s%s", phase,
+		    err.message[0] ? ": " : "", err.message);
+	jv_free(rec);
+}
 
 static const char *
 infer_language(const char *path)
@@ -261,16 +296,26 @@ run_local(const struct opts *o, struct job *j, struct nyx_err *err)
 	struct nyx_sandbox_req rq;
 	struct nyx_sandbox_result res;
 	struct nyx_exec_outcome oc;
+	char owner[64];
 	jv out;
 	int code;
 
+	snprintf(owner, sizeof(owner), "local:%ld", (long)geteuid());
+	audit_phase(j, owner, "admission", NULL);
+	audit_phase(j, owner, "running", NULL);
 	memset(&rq, 0, sizeof(rq));
 	rq.language = j->language;
 	rq.source = j->source.data ? j->source.data : "";
 	rq.source_len = j->source.len;
 	rq.timeout_secs = j->timeout_secs;
-	if (nyx_sandbox_run(&rq, &res, err) < 0)
+	if (nyx_sandbox_run(&rq, &res, err) < 0) {
+		nyx_exec_outcome_init(&oc);
+		oc.code = err->code;
+		oc.kind = "transport_unavailable";
+		oc.exit = err->exit;
+		audit_phase(j, owner, "terminal", &oc);
 		return -1;
+	}
 	nyx_exec_outcome_init(&oc);
 	out = nyx_sandbox_output(&res);
 	nyx_exec_outcome_completed(&oc, out, res.exit_code);
@@ -282,6 +327,7 @@ run_local(const struct opts *o, struct job *j, struct nyx_err *err)
 		oc.exit = NYX_EXIT_TEMPFAIL;
 	}
 	nyx_sandbox_result_free(&res);
+	audit_phase(j, owner, "terminal", &oc);
 	code = finish_outcome(o, &oc, "local");
 	nyx_exec_outcome_free(&oc);
 	return code;
@@ -410,6 +456,22 @@ out:
 	return code;
 }
 
+/* The owner part of the key: the token's subject, else a fingerprint. */
+static void
+token_owner(const char *token, char *out, size_t n)
+{
+	struct nyx_cred c;
+	char hex[NYX_SHA256_HEX];
+
+	nyx_cred_classify(token, &c);
+	if (c.subject[0] != '\0') {
+		snprintf(out, n, "%s", c.subject);
+	} else {
+		nyx_sha256_hex(token, strlen(token), hex);
+		snprintf(out, n, "token:%.16s", hex);
+	}
+}
+
 /* POST /execute once, on a fresh connection; never retried. */
 static int
 execute_sync(const struct opts *o, struct nyx_settings *s,
@@ -422,7 +484,7 @@ execute_sync(const struct opts *o, struct nyx_settings *s,
 	struct nyx_http_req req;
 	const char *hdrs[5];
 	const char *trace = getenv("TRACEPARENT");
-	char *url = NULL, *body = NULL;
+	char *url = NULL, *body = NULL, owner[160];
 	size_t nh = 0;
 	int code = -1;
 
@@ -453,9 +515,13 @@ execute_sync(const struct opts *o, struct nyx_settings *s,
 	req.body_len = strlen(body);
 	req.timeout_ms = (j->timeout_secs + 30) * 1000L;
 	req.fresh_connect = true;
+	token_owner(s->exec_token, owner, sizeof(owner));
+	audit_phase(j, owner, "admission", NULL);
+	audit_phase(j, owner, "running", NULL);
 	nyx_http_do(http, &req, &resp);
 	nyx_exec_outcome_init(&oc);
 	nyx_chrono_classify_sync(&resp, &oc);
+	audit_phase(j, owner, "terminal", &oc);
 	nyx_log(NYX_LOG_DEBUG, "POST /execute: status %ld, %zu bytes, %s",
 	    resp.status, resp.body.len, oc.success ? "success" : oc.code);
 	code = finish_outcome(o, &oc, "nyxid");
@@ -470,22 +536,6 @@ out:
 	}
 	free(url);
 	return code;
-}
-
-/* The owner part of the key: the token's subject, else a fingerprint. */
-static void
-token_owner(const char *token, char *out, size_t n)
-{
-	struct nyx_cred c;
-	char hex[NYX_SHA256_HEX];
-
-	nyx_cred_classify(token, &c);
-	if (c.subject[0] != '\0') {
-		snprintf(out, n, "%s", c.subject);
-	} else {
-		nyx_sha256_hex(token, strlen(token), hex);
-		snprintf(out, n, "token:%.16s", hex);
-	}
 }
 
 /*
@@ -569,6 +619,21 @@ record_operation(struct nyx_ledger *l, struct nyx_settings *s,
 		nyx_buf_free(&mat);
 		return -1;
 	}
+	{
+		struct nyx_audit_subject sub;
+		struct nyx_err aerr = NYX_ERR_ZERO;
+		jv adm;
+
+		nyx_dur_subject(&d->op, &sub);
+		adm = nyx_audit_record(&sub, "admission", NULL, NULL, now);
+		if (!jv_is_valid(adm) ||
+		    nyx_audit_emit(
+		        l, nyx_ledger_dir(l), adm, d->op.handle, &aerr) != 0)
+			nyx_log(NYX_LOG_WARN,
+			    "the admission audit record is frozen for "
+			    "audit-replay");
+		jv_free(adm);
+	}
 	nyx_buf_free(&d->secret);
 	d->secret = mat;
 	return 0;
@@ -617,32 +682,24 @@ static int
 run_durable(const struct opts *o, struct nyx_settings *s, struct nyx_http *http,
     const struct route *rt, const struct job *j, struct nyx_err *err)
 {
-	struct nyx_ledger *l = NULL;
+	struct nyx_ledger *l = j->l;
 	struct nyx_dur d, *dv = &d;
-	char owner[160], key[NYX_DUR_KEY_LEN + 1], rid[33], lease[128];
-	const char *request_id = o->request_id;
+	char owner[160], key[NYX_DUR_KEY_LEN + 1], lease[128];
 	long longest = 0, exchanges = 0;
 	int code = -1, got;
 
 	nyx_dur_init(&d);
 	token_owner(s->exec_token, owner, sizeof(owner));
-	if (request_id == NULL) {
-		if (nyx_random_hex(rid, 16) < 0) {
-			nyx_err_set(err, NYX_EXIT_OSERR, "random_failed",
-			    "no randomness for a request id");
-			goto out;
-		}
-		request_id = rid;
-	}
-	if (nyx_dur_key(owner, request_id,
-	        o->call_id ? o->call_id : "code_execute", key) < 0 ||
+	snprintf(d.op.owner, sizeof(d.op.owner), "%s", owner);
+	snprintf(d.op.request_id, sizeof(d.op.request_id), "%s", j->request_id);
+	snprintf(d.op.call_id, sizeof(d.op.call_id), "%s", j->call_id);
+	if (nyx_dur_key(owner, j->request_id, j->call_id, key) < 0 ||
 	    nyx_ledger_owner(lease) < 0) {
 		nyx_err_set(err, NYX_EXIT_SOFTWARE, "hash_failed",
 		    "cannot derive the idempotency key");
 		goto out;
 	}
-	if (nyx_ledger_open(s->state_dir, &l, err) < 0 ||
-	    record_operation(l, s, rt, j, key, &d, err) < 0)
+	if (record_operation(l, s, rt, j, key, &d, err) < 0)
 		goto out;
 	nyx_secure_zero(key, sizeof(key));
 	got = nyx_ledger_claim(
@@ -722,7 +779,6 @@ release:
 out:
 	nyx_secure_zero(key, sizeof(key));
 	nyx_dur_free(&d);
-	nyx_ledger_close(l);
 	return code;
 }
 
@@ -809,6 +865,17 @@ run(const struct opts *o, const struct nyx_common *cm, const char *operand,
 		goto out;
 	if (nyx_settings_resolve(cm, &s, err) < 0)
 		goto out;
+	if (o->request_id != NULL) {
+		snprintf(
+		    j.request_id, sizeof(j.request_id), "%s", o->request_id);
+	} else if (nyx_random_hex(j.request_id, 16) < 0) {
+		nyx_err_set(err, NYX_EXIT_OSERR, "random_failed",
+		    "no randomness for a request id");
+		goto out;
+	}
+	j.call_id = o->call_id ? o->call_id : "code_execute";
+	if (nyx_ledger_open(s.state_dir, &j.l, err) < 0)
+		goto out;
 	backend = o->backend ? o->backend : s.backend;
 	if (backend == NULL) {
 		backend = s.base_url ? "nyxid" : "local";
@@ -822,6 +889,7 @@ run(const struct opts *o, const struct nyx_common *cm, const char *operand,
 	else
 		code = run_nyxid(o, cm, &s, &j, err);
 out:
+	nyx_ledger_close(j.l);
 	nyx_buf_free(&j.source);
 	nyx_settings_free(&s);
 	nyx_log_forget_secrets();

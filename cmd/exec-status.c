@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "nyx_audit.h"
 #include "nyx_cli.h"
 #include "nyx_config.h"
 #include "nyx_cred.h"
@@ -28,9 +29,13 @@ enum {
 	OPT_LIST,
 	OPT_NOW,
 	OPT_CHILD_CODE,
+	OPT_CANCEL,
 };
 
+#define STOP_WINDOW_MS (120 * 1000L) /* WIRE.md 7 */
+
 struct opts {
+	bool cancel;
 	bool all;
 	bool wait;
 	bool list;
@@ -44,6 +49,7 @@ static const struct option longopts[] = {
     {"list", no_argument, NULL, OPT_LIST},
     {"now", no_argument, NULL, OPT_NOW},
     {"child-code", no_argument, NULL, OPT_CHILD_CODE},
+    {"cancel", no_argument, NULL, OPT_CANCEL},
     {NULL, 0, NULL, 0},
 };
 
@@ -69,6 +75,9 @@ on_opt(int c, const char *arg, void *ctx)
 	case OPT_CHILD_CODE:
 		o->child_code = true;
 		break;
+	case OPT_CANCEL:
+		o->cancel = true;
+		break;
 	default:
 		return -1;
 	}
@@ -76,13 +85,15 @@ on_opt(int c, const char *arg, void *ctx)
 }
 
 static const struct nyx_cli_spec spec = {
-    "[HANDLE...] [--all] [--wait] [--now] [--list] [--child-code] "
-    "[common options]",
+    "[HANDLE...] [--all] [--wait] [--cancel] [--now] [--list] "
+    "[--child-code] [common options]",
     "  HANDLE                  an operation of the ledger (h-...); also\n"
     "                          exec.receipt/exec.status records on stdin\n"
     "      --all               every operation that is not terminal\n"
     "      --wait              repeat the step until every operation is\n"
     "                          terminal\n"
+    "      --cancel            stop the operations: cancel them, within a\n"
+    "                          deadline of 120 s from the first --cancel\n"
     "      --now               poll even before an operation's\n"
     "                          next_poll_at\n"
     "      --list              print the ledger (no network)\n"
@@ -220,6 +231,7 @@ list(struct nyx_ledger *l, const struct set *hs, struct nyx_err *err)
 
 struct item {
 	struct nyx_dur d;
+	bool finalizing; /* its terminal audit record is still frozen */
 	bool held; /* our lease */
 	bool done; /* printed its final record */
 	int code;
@@ -228,6 +240,8 @@ struct item {
 static int
 item_code(const struct opts *o, const struct item *it)
 {
+	if (it->finalizing)
+		return NYX_EXIT_PENDING;
 	if (it->d.op.terminal)
 		return o->child_code && it->d.op.child_exit >= 0
 		    ? it->d.op.child_exit
@@ -352,7 +366,16 @@ reconcile(const struct opts *o, const struct nyx_common *cm,
 				goto out;
 			if (op->terminal)
 				continue;
-			if (!o->now && !o->wait && op->next_poll_at_ms > now) {
+			if (o->cancel && op->stop_deadline_ms == 0) {
+				/* the absolute deadline, persisted before any
+				 * request and reused by every later --cancel */
+				op->stop_deadline_ms = now + STOP_WINDOW_MS;
+				op->next_poll_at_ms = now;
+				if (nyx_ledger_save(l, op, NULL, err) < 0)
+					goto out;
+			}
+			if (!o->now && !o->cancel && !o->wait &&
+			    op->next_poll_at_ms > now) {
 				it->done = true; /* not due: no request */
 				continue;
 			}
@@ -417,12 +440,44 @@ reconcile(const struct opts *o, const struct nyx_common *cm,
 			nyx_sleep_ms(ms);
 		}
 	}
+	/* a settled operation whose terminal audit is still frozen: write
+	 * it now (never a provider call) */
+	for (i = 0; i < n; i++) {
+		char **ids = NULL;
+		size_t k;
+
+		if (!items[i].d.op.terminal ||
+		    nyx_ledger_intents(l, items[i].d.op.handle, &ids, err) <
+		        0) {
+			nyx_ledger_free_list(ids);
+			continue;
+		}
+		for (k = 0; ids[k] != NULL; k++) {
+			struct nyx_err aerr = NYX_ERR_ZERO;
+
+			if (nyx_audit_replay_intent(
+			        l, nyx_ledger_dir(l), ids[k], NULL, &aerr) != 0)
+				items[i].finalizing = true;
+		}
+		nyx_ledger_free_list(ids);
+	}
 	/* every state is persisted; now print, in the order given */
 	for (i = 0; i < n; i++) {
 		struct item *it = &items[i];
 		int e;
 
-		if (it->d.op.terminal) {
+		if (it->finalizing) {
+			jv r = nyx_dur_status_record(&it->d, nyx_cli_diag());
+
+			nyx_log(NYX_LOG_WARN,
+			    "%s: settled, but its audit record is frozen "
+			    "(finalizing_audit); audit-replay writes it",
+			    it->d.op.handle);
+			r = jv_object_set(r, jv_string("status"),
+			    jv_string("finalizing_audit"));
+			r = jv_object_set(r, jv_string("terminal"), jv_false());
+			e = nyx_cli_emit(r);
+		} else if (it->d.op.terminal) {
 			if (!it->d.oc.success && it->d.oc.code != NULL)
 				nyx_log(NYX_LOG_ERROR, "%s: %s: %s",
 				    it->d.op.handle, it->d.oc.code,
@@ -526,9 +581,9 @@ main(int argc, char **argv)
 	memset(&o, 0, sizeof(o));
 	nyx_cli_init("exec-status");
 	idx = nyx_cli_parse(argc, argv, &spec, &o, &cm);
-	if (o.list && (o.wait || o.all || o.now))
+	if (o.list && (o.wait || o.all || o.now || o.cancel))
 		nyx_cli_usage("--list reads the ledger only; it takes no "
-		              "--all, --wait or --now");
+		              "--all, --wait, --cancel or --now");
 	for (; idx < argc; idx++) {
 		if (!handle_valid(argv[idx]))
 			nyx_cli_usage(

@@ -8,6 +8,7 @@
 
 #include "nyx_hash.h"
 #include "nyx_json.h"
+#include "nyx_log.h"
 #include "nyx_time.h"
 
 static const char *const active_states[] = {
@@ -190,11 +191,54 @@ settle_not_found(struct nyx_dur *d)
 	    NYX_EXIT_UNCERTAIN);
 }
 
+static void
+settle_cancel_uncertain(struct nyx_dur *d)
+{
+	settle(d, "code_execution_cancel_outcome_uncertain",
+	    "outcome_uncertain",
+	    "The provider terminal outcome could not be confirmed before the "
+	    "stop deadline.",
+	    NYX_EXIT_UNCERTAIN);
+}
+
+/*
+ * Stop cancellation (WIRE.md 7): stay pending, the next attempt never
+ * later than the deadline and at least 1 ms away; past the deadline the
+ * outcome is uncertain.
+ */
+static void
+pend_stop(
+    struct nyx_dur *d, int64_t now, long delay, const char *code, int exit_code)
+{
+	int64_t dl = d->op.stop_deadline_ms, next;
+
+	if (now > dl) {
+		settle_cancel_uncertain(d);
+		return;
+	}
+	if (delay <= 0)
+		delay = 1000;
+	next = now + delay;
+	if (next > dl)
+		next = dl;
+	if (next <= now)
+		next = now + 1;
+	d->op.retry_delay_ms = (long)(next - now);
+	d->op.next_poll_at_ms = next;
+	d->fail_code = code;
+	d->fail_exit = exit_code;
+	d->call = NYX_DUR_NONE;
+}
+
 /* Stay pending until now + delay; the step failed when code is set. */
 static void
 pend(
     struct nyx_dur *d, int64_t now, long delay, const char *code, int exit_code)
 {
+	if (d->op.stop_deadline_ms > 0) {
+		pend_stop(d, now, delay, code, exit_code);
+		return;
+	}
 	if (delay < NYX_DUR_POLL_FLOOR_MS)
 		delay = NYX_DUR_POLL_FLOOR_MS;
 	d->op.retry_delay_ms = delay;
@@ -520,7 +564,10 @@ take_snapshot(
 		d->call = NYX_DUR_RESULT; /* the result, with no ETag */
 	else if (strcmp(st, "cancelled") == 0)
 		settle(d, "code_execution_cancelled", "cancelled",
-		    "The code execution was cancelled.", NYX_EXIT_NO);
+		    d->op.stop_deadline_ms > 0
+		        ? "Code execution cancellation was confirmed."
+		        : "The code execution was cancelled.",
+		    NYX_EXIT_NO);
 	else if (strcmp(st, "outcome_uncertain") == 0)
 		settle(d, "code_execution_outcome_uncertain",
 		    "outcome_uncertain",
@@ -570,7 +617,18 @@ apply_cancel(
 	if (r->fail == NYX_HTTP_OK && (r->status == 200 || r->status == 202) &&
 	    etag_valid(r->etag) && take_snapshot(d, r, doc, now))
 		return;
-	settle_expired(d);
+	if (d->expiring) {
+		settle_expired(d);
+		return;
+	}
+	/* a stop: anything but a snapshot keeps trying until the deadline;
+	 * a definitive answer (404, 410, ...) settles */
+	if (r->fail == NYX_HTTP_OK && (r->status == 200 || r->status == 202))
+		pend(d, now, NYX_DUR_RETRY_DEFAULT_MS,
+		    "durable_code_execution_cancel_response_invalid",
+		    NYX_EXIT_TEMPFAIL);
+	else
+		classify_failure(d, r, doc, now);
 }
 
 static void
@@ -641,6 +699,8 @@ apply_result(
 void
 nyx_dur_begin(struct nyx_dur *d, int64_t now)
 {
+	d->started_terminal = d->op.terminal;
+	d->started_with_id = d->op.operation_id[0] != '\0';
 	d->fail_code = NULL;
 	d->fail_exit = 0;
 	d->exchanges = 0;
@@ -648,6 +708,14 @@ nyx_dur_begin(struct nyx_dur *d, int64_t now)
 	d->expiring = false;
 	if (d->op.terminal) {
 		d->call = NYX_DUR_NONE;
+	} else if (d->op.stop_deadline_ms > 0) {
+		/* a stop: never a submit or a poll, only the cancel */
+		if (now > d->op.stop_deadline_ms)
+			settle_cancel_uncertain(d);
+		else if (d->op.operation_id[0] == '\0')
+			pend_stop(d, now, 1000, NULL, 0); /* no HTTP cancel */
+		else
+			d->call = NYX_DUR_CANCEL;
 	} else if (d->op.operation_id[0] == '\0') {
 		if (now > d->op.recovery_until_ms)
 			settle(d, "code_execution_submit_recovery_expired",
@@ -830,8 +898,11 @@ nyx_dur_run(struct nyx_http *h, struct nyx_dur **v, size_t n, const char *token,
 
 			resps[i] = z;
 		}
-		if (m == 1)
-			nyx_http_do(h, &reqs[0], &resps[0]);
+		/* one pool per caller: the single handle for a lone step
+		 * (code-exec), the bounded multi pool for many */
+		if (max_inflight <= 1)
+			for (i = 0; i < m; i++)
+				nyx_http_do(h, &reqs[i], &resps[i]);
 		else
 			nyx_http_do_many(h, reqs, resps, m, max_inflight);
 		for (i = 0; i < m; i++) {
@@ -863,22 +934,86 @@ nyx_dur_load(struct nyx_ledger *l, const char *handle, struct nyx_dur *d,
 	return 1;
 }
 
+void
+nyx_dur_subject(const struct nyx_op *op, struct nyx_audit_subject *s)
+{
+	s->tool = "code_execute";
+	s->owner_kind = "cli";
+	s->owner = op->owner;
+	s->request_id = op->request_id;
+	s->call_id = op->call_id;
+}
+
 int
-nyx_dur_persist(struct nyx_ledger *l, const struct nyx_dur *d, const char *diag,
+nyx_dur_persist(struct nyx_ledger *l, struct nyx_dur *d, const char *diag,
     struct nyx_err *err)
 {
-	char *doc = NULL;
+	struct nyx_audit_subject sub;
+	struct nyx_err aerr = NYX_ERR_ZERO;
+	char *doc = NULL, *intent = NULL;
+	char id[NYX_AUDIT_ID_MAX] = "";
+	bool settles = d->op.terminal && !d->started_terminal;
+	bool audited = d->op.owner[0] != '\0';
 	int rc;
 
-	if (d->op.terminal) {
+	nyx_dur_subject(&d->op, &sub);
+	if (audited && d->op.operation_id[0] != '\0' && !d->started_with_id) {
+		/* the provider took it: the running phase */
+		jv run =
+		    nyx_audit_record(&sub, "running", NULL, NULL, nyx_now_ms());
+
+		if (jv_is_valid(run) &&
+		    nyx_audit_emit(
+		        l, nyx_ledger_dir(l), run, d->op.handle, &aerr) < 0)
+			nyx_log(NYX_LOG_WARN, "%s", aerr.message);
+		jv_free(run);
+		d->started_with_id = true;
+	}
+	if (settles) {
+		struct nyx_audit_outcome o;
+		jv t;
+
 		doc = nyx_json_dump(nyx_dur_result_record(d, diag));
-		if (doc == NULL)
+		o.success = d->oc.success;
+		o.code = d->oc.code;
+		o.kind = d->oc.kind;
+		o.exit_code = d->oc.exit;
+		t = audited
+		    ? nyx_audit_record(&sub, "terminal", NULL, &o, nyx_now_ms())
+		    : jv_invalid();
+		if (jv_is_valid(t)) {
+			snprintf(id, sizeof(id), "%s",
+			    nyx_json_peek_str(t, "audit_id"));
+			intent = nyx_json_dump(t);
+		} else {
+			jv_free(t);
+		}
+		if (doc == NULL || (audited && intent == NULL)) {
+			free(doc);
+			free(intent);
 			return nyx_err_set(
 			    err, NYX_EXIT_OSERR, "oom", "out of memory");
+		}
 	}
-	rc = nyx_ledger_save(l, &d->op, doc, err);
+	rc = nyx_ledger_save_intent(
+	    l, &d->op, doc, intent ? id : NULL, intent, err);
 	free(doc);
-	return rc;
+	free(intent);
+	if (rc < 0)
+		return -1;
+	d->started_terminal = d->op.terminal;
+	if (id[0] != '\0') {
+		rc = nyx_audit_replay_intent(
+		    l, nyx_ledger_dir(l), id, NULL, &aerr);
+		d->audit_pending = rc != 0;
+		if (rc != 0)
+			nyx_log(NYX_LOG_WARN,
+			    "%s: the terminal audit record is frozen until "
+			    "audit-replay or exec-status writes it (%s)",
+			    d->op.handle,
+			    rc == 2 ? "conflict" : "cannot write");
+	}
+	return 0;
 }
 
 /* ---- records ---- */

@@ -27,6 +27,7 @@
 
 #include <jv.h>
 
+#include "nyx_audit.h"
 #include "nyx_buf.h"
 #include "nyx_chrono.h"
 #include "nyx_err.h"
@@ -63,6 +64,8 @@ struct nyx_dur {
 	 * failed (transient, or this invocation's credential): */
 	const char *fail_code; /* NULL when the step went through */
 	int fail_exit;
+	bool audit_pending; /* its terminal audit is frozen, not written */
+	bool started_terminal, started_with_id; /* as the step began */
 	int exchanges; /* HTTP exchanges this step */
 	long longest_ms; /* the longest of them */
 	/* private: the request under construction */
@@ -106,7 +109,9 @@ void nyx_dur_begin(struct nyx_dur *d, int64_t now);
 /*
  * Make the exchanges of n begun steps, at most max_inflight at once over
  * h's connections, each bounded by exchange_ms, sending token as the
- * bearer; apply every answer (now() is read after each round).  Returns
+ * bearer; apply every answer (now() is read after each round).  With
+ * max_inflight 1 the steps run one by one on h's single handle, else
+ * over h's multi pool only, so at most max_inflight connections.  Returns
  * 0, or -1 when memory ran out (the operations stay as they were).
  */
 int nyx_dur_run(struct nyx_http *h, struct nyx_dur **v, size_t n,
@@ -123,10 +128,16 @@ int nyx_dur_load(struct nyx_ledger *l, const char *handle, struct nyx_dur *d,
 
 /*
  * Persist d->op after a step; once it is terminal, with its exec.result
- * record (built with diag) in the same statement.
+ * record (built with diag) and its terminal audit intent in the same
+ * transaction, then append that audit record (and the running one when
+ * the step learned the provider id).  An audit that cannot be written
+ * leaves the intent frozen and sets d->audit_pending.
  */
-int nyx_dur_persist(struct nyx_ledger *l, const struct nyx_dur *d,
-    const char *diag, struct nyx_err *err);
+int nyx_dur_persist(struct nyx_ledger *l, struct nyx_dur *d, const char *diag,
+    struct nyx_err *err);
+
+/* The audit subject of an operation (pointers into op). */
+void nyx_dur_subject(const struct nyx_op *op, struct nyx_audit_subject *s);
 
 /* Parse Retry-After (delta-seconds or an HTTP date) into a clamped delay. */
 long nyx_dur_retry_after(const char *value, int64_t now);

@@ -54,6 +54,21 @@ static const char schema_v2[] =
     "CREATE UNIQUE INDEX operations_key ON operations(key_sha256) "
     "WHERE key_sha256 != '';";
 
+/*
+ * 3: the audit trail's write-ahead intents (frozen: never replaced) and
+ * the O(1) index of audit.jsonl (id -> content and semantic hashes, and
+ * how many bytes of the file it covers).
+ */
+static const char schema_v3[] =
+    "CREATE TABLE audit_intents (audit_id TEXT PRIMARY KEY,"
+    " record TEXT NOT NULL, handle TEXT, created_at_ms INTEGER NOT NULL);"
+    "CREATE TABLE audit_index (audit_id TEXT PRIMARY KEY,"
+    " content_hash TEXT NOT NULL, semantic_hash TEXT NOT NULL);"
+    "CREATE TABLE audit_meta (k TEXT PRIMARY KEY, v INTEGER NOT NULL);"
+    "ALTER TABLE operations ADD COLUMN owner TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE operations ADD COLUMN request_id TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE operations ADD COLUMN call_id TEXT NOT NULL DEFAULT '';";
+
 static int
 db_fail(struct nyx_ledger *l, struct nyx_err *err, const char *what)
 {
@@ -156,7 +171,7 @@ user_version(struct nyx_ledger *l, int *v)
 static int
 migrate(struct nyx_ledger *l, struct nyx_err *err)
 {
-	static const char *const steps[] = {schema_v1, schema_v2};
+	static const char *const steps[] = {schema_v1, schema_v2, schema_v3};
 	char bump[64];
 	int v = 0;
 
@@ -218,6 +233,12 @@ nyx_ledger_open(
 fail:
 	nyx_ledger_close(l);
 	return -1;
+}
+
+const char *
+nyx_ledger_dir(const struct nyx_ledger *l)
+{
+	return l->dir;
 }
 
 void
@@ -297,8 +318,8 @@ nyx_ledger_insert(struct nyx_ledger *l, struct nyx_op *op, const char *secret,
 	    "base_url, language, timeout_secs, operation_id, status, phase, "
 	    "etag, created_at_ms, expires_at_ms, next_poll_at_ms, "
 	    "recovery_until_ms, stop_deadline_ms, retry_delay_ms, terminal, "
-	    "secret_name, secret_sha256, key_sha256) VALUES (?,?,?,?,?,?,?,?,"
-	    "?,?,?,?,?,?,?,?,?,?,?,?)";
+	    "secret_name, secret_sha256, key_sha256, owner, request_id, "
+	    "call_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
 	sqlite3_stmt *st = NULL;
 	char path[800];
 	int rc;
@@ -334,6 +355,9 @@ nyx_ledger_insert(struct nyx_ledger *l, struct nyx_op *op, const char *secret,
 	bind_text(st, 18, op->secret_name);
 	bind_text(st, 19, op->secret_sha256);
 	bind_text(st, 20, op->key_sha256);
+	bind_text(st, 21, op->owner);
+	bind_text(st, 22, op->request_id);
+	bind_text(st, 23, op->call_id);
 	if (sqlite3_step(st) != SQLITE_DONE) {
 		rc = db_fail(l, err, "insert");
 		goto undo;
@@ -365,7 +389,8 @@ nyx_ledger_get(struct nyx_ledger *l, const char *handle, struct nyx_op *op,
 	    "expires_at_ms, next_poll_at_ms, recovery_until_ms, "
 	    "stop_deadline_ms, retry_delay_ms, terminal, secret_name, "
 	    "secret_sha256, key_sha256, version, cancel_requested, submits, "
-	    "exit_code, child_exit FROM operations WHERE handle = ?";
+	    "exit_code, child_exit, owner, request_id, call_id FROM operations "
+	    "WHERE handle = ?";
 	sqlite3_stmt *st;
 	int rc;
 
@@ -401,6 +426,9 @@ nyx_ledger_get(struct nyx_ledger *l, const char *handle, struct nyx_op *op,
 		op->submits = sqlite3_column_int(st, 22);
 		op->exit_code = sqlite3_column_int(st, 23);
 		op->child_exit = sqlite3_column_int(st, 24);
+		col_text(st, 25, op->owner, sizeof(op->owner));
+		col_text(st, 26, op->request_id, sizeof(op->request_id));
+		col_text(st, 27, op->call_id, sizeof(op->call_id));
 		sqlite3_finalize(st);
 		return 1;
 	}
@@ -414,6 +442,14 @@ int
 nyx_ledger_save(struct nyx_ledger *l, const struct nyx_op *op,
     const char *result, struct nyx_err *err)
 {
+	return nyx_ledger_save_intent(l, op, result, NULL, NULL, err);
+}
+
+int
+nyx_ledger_save_intent(struct nyx_ledger *l, const struct nyx_op *op,
+    const char *result, const char *intent_id, const char *intent,
+    struct nyx_err *err)
+{
 	static const char sql[] =
 	    "UPDATE operations SET operation_id = ?, status = ?, phase = ?, "
 	    "etag = ?, expires_at_ms = ?, next_poll_at_ms = ?, "
@@ -424,8 +460,12 @@ nyx_ledger_save(struct nyx_ledger *l, const struct nyx_op *op,
 	sqlite3_stmt *st;
 	int rc;
 
-	if (sqlite3_prepare_v2(l->db, sql, -1, &st, NULL) != SQLITE_OK)
-		return db_fail(l, err, "update");
+	if (intent != NULL && exec_sql(l, "BEGIN IMMEDIATE", err) < 0)
+		return -1;
+	if (sqlite3_prepare_v2(l->db, sql, -1, &st, NULL) != SQLITE_OK) {
+		rc = db_fail(l, err, "update");
+		goto rollback;
+	}
 	bind_text(st, 1, op->operation_id);
 	bind_text(st, 2, op->status);
 	bind_text(st, 3, op->phase);
@@ -448,11 +488,28 @@ nyx_ledger_save(struct nyx_ledger *l, const struct nyx_op *op,
 	bind_text(st, 17, op->handle);
 	rc = sqlite3_step(st);
 	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		return db_fail(l, err, "update");
-	if (sqlite3_changes(l->db) != 1)
-		return nyx_err_set(err, NYX_EXIT_DATAERR, "operation_unknown",
+	if (rc != SQLITE_DONE) {
+		rc = db_fail(l, err, "update");
+		goto rollback;
+	}
+	if (sqlite3_changes(l->db) != 1) {
+		rc = nyx_err_set(err, NYX_EXIT_DATAERR, "operation_unknown",
 		    "no operation %s in the ledger", op->handle);
+		goto rollback;
+	}
+	/* the terminal audit intent, in the same transaction: a settled
+	 * operation always has its audit record written or pending */
+	if (intent != NULL) {
+		if (nyx_ledger_intent_put(
+		        l, intent_id, intent, op->handle, err) < 0) {
+			rc = -1;
+			goto rollback;
+		}
+		if (exec_sql(l, "COMMIT", err) < 0) {
+			rc = -1;
+			goto rollback;
+		}
+	}
 	if (result != NULL && op->secret_name[0] != '\0' &&
 	    strchr(op->secret_name, '/') == NULL) {
 		/* settled: the source and key are needed no more */
@@ -463,6 +520,10 @@ nyx_ledger_save(struct nyx_ledger *l, const struct nyx_op *op,
 		unlink(path);
 	}
 	return 0;
+rollback:
+	if (intent != NULL)
+		sqlite3_exec(l->db, "ROLLBACK", NULL, NULL, NULL);
+	return rc;
 }
 
 int
@@ -710,6 +771,193 @@ nyx_ledger_release(struct nyx_ledger *l, const char *handle, const char *owner,
 	rc = sqlite3_step(st);
 	sqlite3_finalize(st);
 	return rc == SQLITE_DONE ? 0 : db_fail(l, err, "release");
+}
+
+/* ---- the audit trail's intents and index ---- */
+
+int
+nyx_ledger_intent_put(struct nyx_ledger *l, const char *id, const char *record,
+    const char *handle, struct nyx_err *err)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (sqlite3_prepare_v2(l->db,
+	        "INSERT OR IGNORE INTO audit_intents (audit_id, record, "
+	        "handle, created_at_ms) VALUES (?, ?, ?, "
+	        "CAST(strftime('%s','now') AS INTEGER) * 1000)",
+	        -1, &st, NULL) != SQLITE_OK)
+		return db_fail(l, err, "intent");
+	bind_text(st, 1, id);
+	bind_text(st, 2, record);
+	if (handle != NULL)
+		bind_text(st, 3, handle);
+	else
+		sqlite3_bind_null(st, 3);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		return db_fail(l, err, "intent");
+	if (sqlite3_changes(l->db) == 1)
+		return 1;
+	/* frozen: an existing intent is never replaced */
+	{
+		char *old = NULL;
+		int same;
+
+		if (sqlite3_prepare_v2(l->db,
+		        "SELECT record FROM audit_intents WHERE audit_id = ?",
+		        -1, &st, NULL) != SQLITE_OK)
+			return db_fail(l, err, "intent");
+		bind_text(st, 1, id);
+		if (sqlite3_step(st) == SQLITE_ROW)
+			old = strdup((const char *)sqlite3_column_text(st, 0));
+		sqlite3_finalize(st);
+		same = old != NULL && strcmp(old, record) == 0;
+		free(old);
+		return same ? 0 : 2;
+	}
+}
+
+char *
+nyx_ledger_intent_get(struct nyx_ledger *l, const char *id)
+{
+	sqlite3_stmt *st;
+	char *out = NULL;
+
+	if (sqlite3_prepare_v2(l->db,
+	        "SELECT record FROM audit_intents WHERE audit_id = ?", -1, &st,
+	        NULL) != SQLITE_OK)
+		return NULL;
+	bind_text(st, 1, id);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		out = strdup((const char *)sqlite3_column_text(st, 0));
+	sqlite3_finalize(st);
+	return out;
+}
+
+int
+nyx_ledger_intents(
+    struct nyx_ledger *l, const char *handle, char ***ids, struct nyx_err *err)
+{
+	char sql[160];
+
+	if (handle == NULL)
+		return strings_of(l->db,
+		           "SELECT audit_id FROM audit_intents ORDER BY "
+		           "created_at_ms, audit_id",
+		           ids) == 0
+		    ? 0
+		    : db_fail(l, err, "intents");
+	/* handles are h- and hex: checked by the caller, quoted anyway */
+	if (strspn(handle, "h-0123456789abcdef") != strlen(handle))
+		return nyx_err_set(
+		    err, NYX_EXIT_DATAERR, "handle_invalid", "bad handle");
+	snprintf(sql, sizeof(sql),
+	    "SELECT audit_id FROM audit_intents WHERE handle = '%s'", handle);
+	return strings_of(l->db, sql, ids) == 0 ? 0
+	                                        : db_fail(l, err, "intents");
+}
+
+int
+nyx_ledger_intent_done(
+    struct nyx_ledger *l, const char *id, struct nyx_err *err)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (sqlite3_prepare_v2(l->db,
+	        "DELETE FROM audit_intents WHERE audit_id = ?", -1, &st,
+	        NULL) != SQLITE_OK)
+		return db_fail(l, err, "intent");
+	bind_text(st, 1, id);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : db_fail(l, err, "intent");
+}
+
+int
+nyx_ledger_audit_lookup(struct nyx_ledger *l, const char *id, char content[65],
+    char semantic[65], struct nyx_err *err)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (sqlite3_prepare_v2(l->db,
+	        "SELECT content_hash, semantic_hash FROM audit_index WHERE "
+	        "audit_id = ?",
+	        -1, &st, NULL) != SQLITE_OK)
+		return db_fail(l, err, "audit index");
+	bind_text(st, 1, id);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		col_text(st, 0, content, 65);
+		col_text(st, 1, semantic, 65);
+	}
+	sqlite3_finalize(st);
+	if (rc == SQLITE_ROW)
+		return 1;
+	return rc == SQLITE_DONE ? 0 : db_fail(l, err, "audit index");
+}
+
+int
+nyx_ledger_audit_index(struct nyx_ledger *l, const char *id,
+    const char *content, const char *semantic, int64_t covered,
+    struct nyx_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = SQLITE_DONE;
+
+	if (id != NULL) {
+		if (sqlite3_prepare_v2(l->db,
+		        "INSERT OR IGNORE INTO audit_index (audit_id, "
+		        "content_hash, semantic_hash) VALUES (?, ?, ?)",
+		        -1, &st, NULL) != SQLITE_OK)
+			return db_fail(l, err, "audit index");
+		bind_text(st, 1, id);
+		bind_text(st, 2, content);
+		bind_text(st, 3, semantic);
+		rc = sqlite3_step(st);
+		sqlite3_finalize(st);
+	}
+	if (rc != SQLITE_DONE ||
+	    sqlite3_prepare_v2(l->db,
+	        "INSERT OR REPLACE INTO audit_meta (k, v) VALUES "
+	        "('covered', ?)",
+	        -1, &st, NULL) != SQLITE_OK)
+		return db_fail(l, err, "audit index");
+	sqlite3_bind_int64(st, 1, covered);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : db_fail(l, err, "audit index");
+}
+
+int
+nyx_ledger_audit_covered(
+    struct nyx_ledger *l, int64_t *covered, struct nyx_err *err)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	*covered = 0;
+	if (sqlite3_prepare_v2(l->db,
+	        "SELECT v FROM audit_meta WHERE k = 'covered'", -1, &st,
+	        NULL) != SQLITE_OK)
+		return db_fail(l, err, "audit index");
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		*covered = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return rc == SQLITE_ROW || rc == SQLITE_DONE
+	    ? 0
+	    : db_fail(l, err, "audit index");
+}
+
+int
+nyx_ledger_audit_reset(struct nyx_ledger *l, struct nyx_err *err)
+{
+	return exec_sql(
+	    l, "DELETE FROM audit_index; DELETE FROM audit_meta", err);
 }
 
 /* ---- the provider's operation store ---- */

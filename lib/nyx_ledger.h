@@ -27,7 +27,7 @@
 #include "nyx_buf.h"
 #include "nyx_err.h"
 
-#define NYX_LEDGER_SCHEMA 2
+#define NYX_LEDGER_SCHEMA 3
 
 struct nyx_ledger;
 
@@ -60,12 +60,18 @@ struct nyx_op {
 	int submits; /* submit requests sent so far */
 	int exit_code; /* the tool's exit status, once terminal */
 	int child_exit; /* the program's, once terminal; -1 none */
+	/* schema 3: the audit subject (not secret) */
+	char owner[160];
+	char request_id[160];
+	char call_id[160];
 };
 
 /* Open (creating the directory 0700 and the schema as needed). */
 int nyx_ledger_open(
     const char *state_dir, struct nyx_ledger **out, struct nyx_err *err);
 void nyx_ledger_close(struct nyx_ledger *l);
+/* The state directory the ledger lives in. */
+const char *nyx_ledger_dir(const struct nyx_ledger *l);
 
 /* A fresh handle, "h-" + 24 hex. */
 int nyx_ledger_new_handle(char out[32]);
@@ -97,6 +103,14 @@ int nyx_ledger_find_key(struct nyx_ledger *l, const char *key_sha256,
  */
 int nyx_ledger_save(struct nyx_ledger *l, const struct nyx_op *op,
     const char *result, struct nyx_err *err);
+
+/*
+ * nyx_ledger_save() plus, in the same transaction, a frozen audit intent
+ * for the operation (nyx_ledger_intent_put; an existing one is kept).
+ */
+int nyx_ledger_save_intent(struct nyx_ledger *l, const struct nyx_op *op,
+    const char *result, const char *intent_id, const char *intent,
+    struct nyx_err *err);
 
 /* The stored terminal record of an operation (heap string), or NULL. */
 char *nyx_ledger_result(struct nyx_ledger *l, const char *handle);
@@ -136,6 +150,37 @@ int nyx_ledger_claim(struct nyx_ledger *l, const char *handle,
     const char *owner, int64_t now_ms, int64_t lease_ms, struct nyx_err *err);
 int nyx_ledger_release(struct nyx_ledger *l, const char *handle,
     const char *owner, struct nyx_err *err);
+
+/*
+ * The audit trail (nyx_audit): records are first frozen here as intents
+ * (write-ahead), then appended to audit.jsonl, then cleared.  An intent
+ * is never replaced: put returns 1 inserted, 0 the same one exists, 2 a
+ * different one exists (kept), -1 error.
+ */
+int nyx_ledger_intent_put(struct nyx_ledger *l, const char *id,
+    const char *record, const char *handle, struct nyx_err *err);
+/* The intent's record (heap string), or NULL. */
+char *nyx_ledger_intent_get(struct nyx_ledger *l, const char *id);
+/* Pending intent ids, oldest first (of one operation when handle). */
+int nyx_ledger_intents(
+    struct nyx_ledger *l, const char *handle, char ***ids, struct nyx_err *err);
+int nyx_ledger_intent_done(
+    struct nyx_ledger *l, const char *id, struct nyx_err *err);
+
+/*
+ * The index of audit.jsonl: id -> content and semantic hashes, and the
+ * byte length of the file it covers (a longer file is indexed from there;
+ * a shorter one, replaced or truncated, is re-indexed from the start).
+ */
+int nyx_ledger_audit_lookup(struct nyx_ledger *l, const char *id,
+    char content[65], char semantic[65], struct nyx_err *err);
+/* Index one record (id NULL: only move the covered length). */
+int nyx_ledger_audit_index(struct nyx_ledger *l, const char *id,
+    const char *content, const char *semantic, int64_t covered,
+    struct nyx_err *err);
+int nyx_ledger_audit_covered(
+    struct nyx_ledger *l, int64_t *covered, struct nyx_err *err);
+int nyx_ledger_audit_reset(struct nyx_ledger *l, struct nyx_err *err);
 
 /*
  * The provider side: nyx-sandboxd's operation store (--store), one JSON

@@ -341,7 +341,6 @@ uncertain_submit() {
 	chmod +x "$BATS_TEST_TMPDIR/bin/date"
 	PATH=$BATS_TEST_TMPDIR/bin:$PATH
 	run -5 sh -c "$start"
-	run -5 sh -c "$start" # a retried line converges: one operation
 	[ "$(ledger 'SELECT count(*) FROM operations')" = 2 ]
 	sleep 1.5
 	sh -c "$reconcile" || true
@@ -350,4 +349,34 @@ uncertain_submit() {
 		sh -c "$reconcile" || true
 	done
 	[ "$(jq -s 'map(select(.output.stdout=="42\n"))|length' "$HOME/canary.ndjson")" = 1 ]
+	# a retried line converges on that operation: its stored result
+	run -0 sh -c "$start"
+	[ "$(ledger 'SELECT count(*) FROM operations')" = 2 ]
+}
+
+@test "two processes never act on one operation at once" {
+	run -5 code-exec --no-wait --request-id "$(rid a)" -l bash -e 'sleep 3; echo done'
+	h=$(last_line | jq -r .handle)
+	exec-status --wait "$h" >"$BATS_TEST_TMPDIR/first" 2>/dev/null 3>&- &
+	first=$!
+	until [ "$(ledger "SELECT lease_owner IS NOT NULL FROM operations WHERE handle='$h'")" = 1 ]; do sleep 0.05; done
+	clear_requests
+	run -5 --separate-stderr exec-status -v --now "$h"
+	jq_ok '.type=="exec.status" and .terminal==false'
+	[[ $stderr == *"being reconciled by another process"* ]]
+	[ -z "$(durable_calls)" ]
+	wait "$first"
+	jq -e '.output.stdout=="done\n"' "$BATS_TEST_TMPDIR/first"
+}
+
+@test "--all runs many operations over a bounded number of reused connections" {
+	for i in $(seq 1 12); do
+		run -5 code-exec --no-wait --request-id "$(rid "$i")" -l bash -e "echo $i"
+	done
+	sleep 1
+	run -0 --separate-stderr exec-status -v --all --now --wait
+	[ "$(printf '%s\n' "$output" | jq -s 'map(select(.success))|length')" = 12 ]
+	n=$(printf '%s\n' "$stderr" | sed -n 's/.* over \([0-9]*\) connection(s).*/\1/p')
+	[ "$n" -ge 1 ]
+	[ "$n" -le 8 ]
 }

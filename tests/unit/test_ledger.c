@@ -218,6 +218,33 @@ main(int argc, char **argv)
 		    "no result before terminal");
 	}
 
+	/* audit intents are frozen: never replaced */
+	{
+		char *rec, **ids = NULL;
+
+		CHECK(nyx_ledger_intent_put(l, "tool:v1:terminal:x",
+		          "{\"a\":1}", a.handle, &e) == 1,
+		    "an intent is frozen");
+		CHECK(nyx_ledger_intent_put(l, "tool:v1:terminal:x",
+		          "{\"a\":1}", a.handle, &e) == 0,
+		    "the same intent again");
+		CHECK(nyx_ledger_intent_put(l, "tool:v1:terminal:x",
+		          "{\"a\":2}", a.handle, &e) == 2,
+		    "a different intent is refused");
+		rec = nyx_ledger_intent_get(l, "tool:v1:terminal:x");
+		CHECK(rec != NULL && strcmp(rec, "{\"a\":1}") == 0,
+		    "the first intent is kept");
+		free(rec);
+		CHECK(nyx_ledger_intents(l, a.handle, &ids, &e) == 0 &&
+		        ids[0] != NULL && ids[1] == NULL,
+		    "intents of one operation");
+		nyx_ledger_free_list(ids);
+		CHECK(
+		    nyx_ledger_intent_done(l, "tool:v1:terminal:x", &e) == 0 &&
+		        nyx_ledger_intent_get(l, "tool:v1:terminal:x") == NULL,
+		    "a written intent is cleared");
+	}
+
 	/* a second connection sees the same state (WAL, one file) */
 	CHECK(nyx_ledger_open(dir, &l2, &e) == 0 &&
 	        nyx_ledger_claim(l2, a.handle, "pid-4", 7200, 1000, &e) == 0,

@@ -1,0 +1,376 @@
+#include "nyx_audit.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "nyx_buf.h"
+#include "nyx_hash.h"
+#include "nyx_json.h"
+#include "nyx_log.h"
+#include "nyx_time.h"
+
+#define LINE_MAX_BYTES (64 * 1024)
+
+int
+nyx_audit_id(const struct nyx_audit_subject *s, const char *phase,
+    const char *approval_id, char *out)
+{
+	struct nyx_digest *d = nyx_digest_new();
+	char hex[NYX_SHA256_HEX];
+	bool waiting = strcmp(phase, "waiting_approval") == 0;
+
+	if (d == NULL)
+		return -1;
+	nyx_digest_add(d, s->owner_kind);
+	nyx_digest_add(d, s->owner);
+	nyx_digest_add(d, s->request_id);
+	nyx_digest_add(d, s->call_id);
+	if (waiting)
+		nyx_digest_add(d, approval_id);
+	if (nyx_digest_finish(d, hex) < 0)
+		return -1;
+	snprintf(out, NYX_AUDIT_ID_MAX, "tool:v1:%s:%s",
+	    waiting ? "waiting-approval" : phase, hex);
+	return 0;
+}
+
+/* W3C trace context from the environment; nulls when absent or unsafe. */
+static jv
+correlation(void)
+{
+	const char *tp = getenv("TRACEPARENT"), *ts = getenv("TRACESTATE");
+	jv c = jv_object();
+	bool ok = tp != NULL && strlen(tp) == 55 &&
+	    strspn(tp, "0123456789abcdef-") == 55 && tp[2] == '-' &&
+	    tp[35] == '-' && tp[52] == '-';
+
+	c = jv_object_set(c, jv_string("trace_id"),
+	    ok ? jv_string_sized(tp + 3, 32) : jv_null());
+	c = jv_object_set(c, jv_string("span_id"),
+	    ok ? jv_string_sized(tp + 36, 16) : jv_null());
+	c = jv_object_set(
+	    c, jv_string("traceparent"), ok ? jv_string(tp) : jv_null());
+	c = jv_object_set(c, jv_string("tracestate"),
+	    ok && ts != NULL && strlen(ts) <= 512 &&
+	            strspn(ts,
+	                "abcdefghijklmnopqrstuvwxyz0123456789_-*/@=, "
+	                "ABCDEFGHIJKLMNOPQRSTUVWXYZ") == strlen(ts)
+	        ? jv_string(ts)
+	        : jv_null());
+	c = jv_object_set(c, jv_string("correlation_id"), jv_null());
+	return jv_object_set(c, jv_string("causation_id"), jv_null());
+}
+
+static int
+hash_of(jv v, char out[65])
+{
+	char *s = nyx_json_dump(v);
+	int rc;
+
+	if (s == NULL)
+		return -1;
+	rc = nyx_sha256_hex(s, strlen(s), out);
+	free(s);
+	return rc;
+}
+
+int
+nyx_audit_hashes(jv rec, char content[65], char semantic[65])
+{
+	jv c = jv_copy(rec), corr;
+
+	c = jv_object_delete(c, jv_string("occurred_at"));
+	c = jv_object_delete(c, jv_string("recorded_at"));
+	c = jv_object_delete(c, jv_string("content_hash"));
+	if (hash_of(jv_copy(c), content) < 0) {
+		jv_free(c);
+		return -1;
+	}
+	corr = nyx_json_get(c, "correlation");
+	if (jv_get_kind(corr) == JV_KIND_OBJECT) {
+		corr = jv_object_delete(corr, jv_string("trace_id"));
+		corr = jv_object_delete(corr, jv_string("span_id"));
+		corr = jv_object_delete(corr, jv_string("traceparent"));
+		corr = jv_object_delete(corr, jv_string("tracestate"));
+		c = jv_object_set(c, jv_string("correlation"), corr);
+	} else {
+		jv_free(corr);
+	}
+	return hash_of(c, semantic);
+}
+
+jv
+nyx_audit_record(const struct nyx_audit_subject *s, const char *phase,
+    const char *approval_id, const struct nyx_audit_outcome *o,
+    int64_t occurred_at_ms)
+{
+	char id[NYX_AUDIT_ID_MAX], t[NYX_TIME_STRLEN], h[65], sem[65];
+	jv r = jv_object();
+
+	if (nyx_audit_id(s, phase, approval_id, id) < 0)
+		return jv_invalid();
+	r = jv_object_set(r, jv_string("v"), jv_number(1));
+	r = jv_object_set(r, jv_string("type"), jv_string("audit.record"));
+	r = jv_object_set(r, jv_string("audit_id"), jv_string(id));
+	r = jv_object_set(r, jv_string("phase"), jv_string(phase));
+	r = jv_object_set(r, jv_string("tool"), jv_string(s->tool));
+	r = jv_object_set(r, jv_string("owner"), jv_string(s->owner));
+	r = jv_object_set(r, jv_string("request_id"), jv_string(s->request_id));
+	r = jv_object_set(r, jv_string("call_id"), jv_string(s->call_id));
+	if (approval_id != NULL)
+		r = jv_object_set(
+		    r, jv_string("approval_id"), jv_string(approval_id));
+	r = jv_object_set(r, jv_string("correlation"), correlation());
+	if (o != NULL) {
+		jv oc = jv_object();
+
+		oc = jv_object_set(
+		    oc, jv_string("success"), jv_bool(o->success));
+		oc = jv_object_set(
+		    oc, jv_string("code"), nyx_json_str_or_null(o->code));
+		oc = jv_object_set(
+		    oc, jv_string("exit_code"), jv_number(o->exit_code));
+		oc = jv_object_set(
+		    oc, jv_string("kind"), nyx_json_str_or_null(o->kind));
+		r = jv_object_set(r, jv_string("outcome"), oc);
+	} else {
+		r = jv_object_set(r, jv_string("outcome"), jv_null());
+	}
+	nyx_time_format(occurred_at_ms, t);
+	r = jv_object_set(r, jv_string("occurred_at"), jv_string(t));
+	nyx_time_format(nyx_now_ms(), t);
+	r = jv_object_set(r, jv_string("recorded_at"), jv_string(t));
+	if (nyx_audit_hashes(r, h, sem) < 0) {
+		jv_free(r);
+		return jv_invalid();
+	}
+	return jv_object_set(r, jv_string("content_hash"), jv_string(h));
+}
+
+static int
+audit_fail(struct nyx_err *err, const char *path, int e)
+{
+	return nyx_err_set(err, NYX_EXIT_CANTCREAT, "audit_unavailable",
+	    "cannot append to %s: %s", path, strerror(e));
+}
+
+/* Index the lines of the file from the index's end to the file's. */
+static int
+catch_up(struct nyx_ledger *l, int fd, const char *path, int64_t size,
+    struct nyx_err *err)
+{
+	int64_t covered, off;
+	struct nyx_buf b = NYX_BUF_ZERO;
+	size_t start = 0, i;
+
+	if (nyx_ledger_audit_covered(l, &covered, err) < 0)
+		return -1;
+	if (covered == size)
+		return 0;
+	if (covered > size) { /* truncated or replaced: start again */
+		if (nyx_ledger_audit_reset(l, err) < 0)
+			return -1;
+		covered = 0;
+	}
+	nyx_buf_init(&b, (size_t)(size - covered) + 1);
+	if (nyx_buf_reserve(&b, (size_t)(size - covered)) < 0)
+		return nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
+	for (off = covered; off < size;) {
+		ssize_t n = pread(fd, b.data + (off - covered),
+		    (size_t)(size - off), (off_t)off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			nyx_buf_free(&b);
+			return audit_fail(err, path, n < 0 ? errno : EIO);
+		}
+		off += n;
+	}
+	b.len = (size_t)(size - covered);
+	for (i = 0; i < b.len; i++) {
+		jv rec;
+		char c[65], s[65];
+		const char *id;
+
+		if (b.data[i] != '\n')
+			continue;
+		rec = nyx_json_parse(b.data + start, i - start);
+		id = nyx_json_peek_str(rec, "audit_id");
+		if (id != NULL && nyx_audit_hashes(rec, c, s) == 0 &&
+		    nyx_ledger_audit_index(
+		        l, id, c, s, covered + (int64_t)i + 1, err) < 0) {
+			jv_free(rec);
+			nyx_buf_free(&b);
+			return -1;
+		}
+		jv_free(rec);
+		start = i + 1;
+	}
+	nyx_buf_free(&b);
+	/* a torn last line (no newline) stays unindexed */
+	return nyx_ledger_audit_index(
+	    l, NULL, NULL, NULL, covered + (int64_t)start, err);
+}
+
+int
+nyx_audit_append(struct nyx_ledger *l, const char *state_dir, jv rec,
+    enum nyx_audit_result *res, struct nyx_err *err)
+{
+	char path[700], content[65], semantic[65], oc[65], os[65];
+	const char *id = nyx_json_peek_str(rec, "audit_id");
+	const char *claimed = nyx_json_peek_str(rec, "content_hash");
+	struct stat st;
+	char *line = NULL;
+	size_t len, off = 0;
+	int fd, rc = -1, found;
+
+	if (id == NULL || claimed == NULL ||
+	    nyx_audit_hashes(rec, content, semantic) < 0 ||
+	    strcmp(claimed, content) != 0)
+		return nyx_err_set(err, NYX_EXIT_DATAERR,
+		    "audit_record_invalid",
+		    "an audit record without an id or with a content_hash "
+		    "that does not match its content");
+	snprintf(path, sizeof(path), "%s/audit.jsonl", state_dir);
+	fd = open(
+	    path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return audit_fail(err, path, errno);
+	/* audit-replay and the other tools may append at the same time */
+	while (flock(fd, LOCK_EX) < 0)
+		if (errno != EINTR) {
+			rc = audit_fail(err, path, errno);
+			goto out;
+		}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		rc = audit_fail(err, path, errno ? errno : EINVAL);
+		goto out;
+	}
+	{
+		int rfd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+
+		if (rfd < 0) {
+			rc = audit_fail(err, path, errno);
+			goto out;
+		}
+		rc = catch_up(l, rfd, path, (int64_t)st.st_size, err);
+		close(rfd);
+		if (rc < 0)
+			goto out;
+		rc = -1;
+	}
+	found = nyx_ledger_audit_lookup(l, id, oc, os, err);
+	if (found < 0)
+		goto out;
+	if (found == 1) {
+		*res = strcmp(oc, content) == 0 || strcmp(os, semantic) == 0
+		    ? NYX_AUDIT_DUPLICATE
+		    : NYX_AUDIT_CONFLICT;
+		rc = 0;
+		goto out;
+	}
+	line = nyx_json_dump(jv_copy(rec));
+	if (line == NULL) {
+		rc = nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
+		goto out;
+	}
+	len = strlen(line);
+	line[len++] = '\n'; /* replaces the NUL; written by length */
+	while (off < len) {
+		ssize_t w = write(fd, line + off, len - off);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			int e = w < 0 ? errno : EIO;
+
+			/* never leave a torn line behind */
+			if (ftruncate(fd, st.st_size) < 0)
+				nyx_log(NYX_LOG_WARN,
+				    "cannot undo a partial "
+				    "audit line");
+			rc = audit_fail(err, path, e);
+			goto out;
+		}
+		off += (size_t)w;
+	}
+	if (fsync(fd) < 0) {
+		rc = audit_fail(err, path, errno);
+		goto out;
+	}
+	if (nyx_ledger_audit_index(l, id, content, semantic,
+	        (int64_t)st.st_size + (int64_t)len, err) < 0)
+		goto out;
+	*res = NYX_AUDIT_APPENDED;
+	rc = 0;
+out:
+	free(line);
+	close(fd); /* releases the lock */
+	return rc;
+}
+
+int
+nyx_audit_replay_intent(struct nyx_ledger *l, const char *state_dir,
+    const char *id, enum nyx_audit_result *out, struct nyx_err *err)
+{
+	char *doc = nyx_ledger_intent_get(l, id);
+	jv rec = doc ? jv_parse(doc) : jv_invalid();
+	enum nyx_audit_result res = NYX_AUDIT_CONFLICT;
+	struct nyx_err e2 = NYX_ERR_ZERO;
+	int rc;
+
+	free(doc);
+	if (jv_get_kind(rec) != JV_KIND_OBJECT) {
+		jv_free(rec);
+		return nyx_err_set(err, NYX_EXIT_DATAERR, "intent_invalid",
+		    "the frozen audit intent %s is unreadable", id);
+	}
+	if (nyx_audit_append(l, state_dir, rec, &res, &e2) < 0) {
+		jv_free(rec);
+		nyx_log(NYX_LOG_WARN, "audit intent %s stays frozen: %s", id,
+		    e2.message);
+		*err = e2;
+		return 1;
+	}
+	jv_free(rec);
+	if (out != NULL)
+		*out = res;
+	if (res == NYX_AUDIT_CONFLICT) {
+		nyx_log(NYX_LOG_WARN,
+		    "audit %s conflicts with the record already in the "
+		    "trail; the intent is kept",
+		    id);
+		return 2;
+	}
+	rc = nyx_ledger_intent_done(l, id, err);
+	return rc < 0 ? -1 : 0;
+}
+
+int
+nyx_audit_emit(struct nyx_ledger *l, const char *state_dir, jv rec,
+    const char *handle, struct nyx_err *err)
+{
+	const char *id = nyx_json_peek_str(rec, "audit_id");
+	char *doc = nyx_json_dump(jv_copy(rec));
+	int rc;
+
+	if (id == NULL || doc == NULL) {
+		free(doc);
+		return nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
+	}
+	rc = nyx_ledger_intent_put(l, id, doc, handle, err);
+	free(doc);
+	if (rc < 0)
+		return -1;
+	/* 2: another intent is frozen under this id; it, not this one, is
+	 * what gets replayed */
+	rc = nyx_audit_replay_intent(l, state_dir, id, NULL, err);
+	return rc;
+}

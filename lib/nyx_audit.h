@@ -1,0 +1,98 @@
+/*
+ * nyx_audit: the audit trail of every execution (PRODUCT.md 9).
+ *
+ * Records go to $STATE_DIR/audit.jsonl, one canonical JSON document per
+ * line, appended under an exclusive flock and fsync'd.  Ids are
+ * deterministic: "tool:v1:<phase>:" + hex SHA-256 over the length-
+ * prefixed owner kind, owner, request id and call id (waiting_approval
+ * adds the approval id, under "tool:v1:waiting-approval:").  content_hash
+ * is the SHA-256 of the canonical record without occurred_at,
+ * recorded_at and content_hash; the semantic hash also drops the trace
+ * fields of correlation.  Appending an id that exists is a duplicate when
+ * either hash matches (nothing written), else a conflict (nothing
+ * written, never overwritten).  The ledger indexes the file, so the check
+ * is O(1); a file that grew behind the index (a crash between write and
+ * index, or lines from elsewhere) is indexed from where the index stopped.
+ *
+ * nyx_audit_emit() is write-ahead: the record is frozen as an intent in
+ * the ledger first, appended, and the intent cleared; when the append
+ * fails the intent stays for audit-replay.
+ */
+#ifndef NYX_AUDIT_H
+#define NYX_AUDIT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jv.h>
+
+#include "nyx_err.h"
+#include "nyx_ledger.h"
+
+#define NYX_AUDIT_ID_MAX 128
+
+enum nyx_audit_result {
+	NYX_AUDIT_APPENDED,
+	NYX_AUDIT_DUPLICATE,
+	NYX_AUDIT_CONFLICT,
+};
+
+/* Who, for what: the identity every phase of one execution shares. */
+struct nyx_audit_subject {
+	const char *tool; /* "code_execute", "codex_exec" */
+	const char *owner_kind; /* "cli" */
+	const char *owner;
+	const char *request_id;
+	const char *call_id;
+};
+
+/* A terminal outcome; NULL strings are JSON null. */
+struct nyx_audit_outcome {
+	bool success;
+	const char *code;
+	const char *kind;
+	int exit_code; /* the tool's */
+};
+
+/* The id of a phase ("admission", "running", "terminal",
+ * "waiting_approval" with approval_id).  out: NYX_AUDIT_ID_MAX. */
+int nyx_audit_id(const struct nyx_audit_subject *s, const char *phase,
+    const char *approval_id, char *out);
+
+/*
+ * A complete audit.record (with its id, correlation from TRACEPARENT and
+ * TRACESTATE, times and content_hash).  outcome only for "terminal".
+ */
+jv nyx_audit_record(const struct nyx_audit_subject *s, const char *phase,
+    const char *approval_id, const struct nyx_audit_outcome *outcome,
+    int64_t occurred_at_ms);
+
+/* The content and semantic hashes of a record (consumes nothing). */
+int nyx_audit_hashes(jv rec, char content[65], char semantic[65]);
+
+/*
+ * Append one record (consumes nothing).  A record whose content_hash
+ * does not match its content is refused (65).  -1 with err 73 when the
+ * file cannot be written.
+ */
+int nyx_audit_append(struct nyx_ledger *l, const char *state_dir, jv rec,
+    enum nyx_audit_result *res, struct nyx_err *err);
+
+/*
+ * Freeze the record as an intent (handle: its operation, or NULL), append
+ * it, clear the intent.  Returns 0 when it is in the trail (appended or
+ * duplicate), 1 when it stays frozen (append failed; a warning is
+ * logged), 2 on a conflict (the intent is kept), -1 when not even the
+ * intent could be recorded.
+ */
+int nyx_audit_emit(struct nyx_ledger *l, const char *state_dir, jv rec,
+    const char *handle, struct nyx_err *err);
+
+/*
+ * Replay one frozen intent: as nyx_audit_emit's result (0, 1, 2, -1);
+ * with res non-NULL, what the append did.
+ */
+int nyx_audit_replay_intent(struct nyx_ledger *l, const char *state_dir,
+    const char *id, enum nyx_audit_result *res, struct nyx_err *err);
+
+#endif
