@@ -19,7 +19,7 @@ Q := @
 QCC = printf '  %-6s %s\n'
 endif
 
-TOOLS := nyx-route-inspect nyx-route-converge code-exec exec-status audit-replay
+TOOLS := nyx-route-inspect nyx-route-converge code-exec exec-status audit-replay codex-exec
 DAEMONS := nyx-sandboxd
 PROGS := $(TOOLS) $(DAEMONS)
 PKGS := libcurl yaml-0.1 libcrypto sqlite3

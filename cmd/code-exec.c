@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "nyx_admit.h"
 #include "nyx_audit.h"
 #include "nyx_buf.h"
 #include "nyx_chrono.h"
@@ -333,129 +334,6 @@ run_local(const struct opts *o, struct job *j, struct nyx_err *err)
 	return code;
 }
 
-/* The route to run on: from an admission record, or resolved here. */
-struct route {
-	char *id;
-	char *slug;
-};
-
-static void
-route_free(struct route *r)
-{
-	free(r->id);
-	free(r->slug);
-	r->id = r->slug = NULL;
-}
-
-/*
- * Validate an admitted record from stdin.  Returns 1 when it is fresh and
- * usable, 0 when it is stale (re-resolve with its id), -1 with err.
- */
-static int
-take_admission(
-    jv rec, const struct nyx_settings *s, struct route *rt, struct nyx_err *err)
-{
-	jv route = nyx_json_get(rec, "route"),
-	   proof = nyx_json_get(rec, "proof");
-	const char *id = nyx_json_peek_str(route, "user_service_id");
-	const char *slug = nyx_json_peek_str(route, "slug");
-	const char *cat = nyx_json_peek_str(route, "catalog_service_id");
-	const char *digest = nyx_json_peek_str(route, "contract_digest");
-	const char *base = nyx_json_peek_str(rec, "base_url");
-	const char *fresh = nyx_json_peek_str(proof, "fresh_until");
-	char want[NYX_SHA256_HEX];
-	int64_t until;
-	int rc = -1;
-
-	if (id == NULL || slug == NULL || cat == NULL || digest == NULL ||
-	    (strcmp(slug, NYX_SLUG_SHARED) != 0 &&
-	        strcmp(slug, NYX_SLUG_ALIAS) != 0)) {
-		nyx_err_set(err, NYX_EXIT_DATAERR, "admission_invalid",
-		    "the route.admission on stdin is incomplete or names an "
-		    "unsupported route");
-		goto out;
-	}
-	if (nyx_route_contract_digest(id, slug, cat, want) < 0 ||
-	    strcmp(want, digest) != 0) {
-		nyx_err_set(err, NYX_EXIT_DATAERR, "admission_invalid",
-		    "the route.admission on stdin has a contract_digest that "
-		    "does not match its route");
-		goto out;
-	}
-	/* a record never redirects a credential to another host */
-	if (base == NULL || s->base_url == NULL ||
-	    strcmp(base, s->base_url) != 0) {
-		nyx_err_set(err, NYX_EXIT_DATAERR,
-		    "admission_base_url_mismatch",
-		    "the route.admission on stdin was made for another base "
-		    "URL");
-		goto out;
-	}
-	rt->id = strdup(id);
-	rt->slug = strdup(slug);
-	rc = (fresh != NULL && nyx_time_parse(fresh, &until) == 0 &&
-	         nyx_now_ms() <= until)
-	    ? 1
-	    : 0;
-out:
-	jv_free(route);
-	jv_free(proof);
-	return rc;
-}
-
-/* Resolve the route read-only, as nyx-route-inspect does. */
-static int
-resolve(const struct nyx_common *cm, struct nyx_settings *s,
-    struct nyx_http *http, const char *exact, struct route *rt,
-    struct nyx_err *err)
-{
-	struct nyx_inventory inv = NYX_INVENTORY_ZERO;
-	struct nyx_resolution res;
-	struct nyx_read_fail fail;
-	struct nyx_nyxid client;
-	struct nyx_cred cred;
-	char why[400];
-	int code = -1, rc;
-
-	memset(&res, 0, sizeof(res));
-	memset(&client, 0, sizeof(client));
-	client.http = http;
-	rc = nyx_nyxid_open(&client, cm, s, &cred, why, sizeof(why), err);
-	if (rc < 0)
-		return -1;
-	if (rc == 1)
-		return nyx_cli_emit_blocked(
-		    nyx_route_blocked(NYX_ROUTE_CREDENTIAL_REQUIRED, why, 0,
-		        NYX_EXIT_NOPERM, s->base_url, nyx_cli_diag()),
-		    NYX_EXIT_NOPERM);
-	if (nyx_nyxid_read_inventory(&client, &inv, &fail) < 0) {
-		code = nyx_cli_emit_blocked(
-		    nyx_route_blocked(fail.verdict, fail.message,
-		        fail.http_status, fail.exit, s->base_url,
-		        nyx_cli_diag()),
-		    fail.exit);
-		goto out;
-	}
-	if (nyx_route_classify(&inv, exact, &res) < 0) {
-		nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
-		goto out;
-	}
-	if (res.verdict != NYX_ROUTE_ADMITTED) {
-		code = nyx_cli_emit_blocked(
-		    nyx_route_admission(
-		        &inv, &res, s->base_url, nyx_cli_diag(), nyx_now_ms()),
-		    NYX_EXIT_BLOCKED);
-		goto out;
-	}
-	rt->id = strdup(res.selected->r->id);
-	rt->slug = strdup(res.selected->r->slug);
-	code = 0;
-out:
-	nyx_resolution_free(&res);
-	nyx_inventory_free(&inv);
-	return code;
-}
-
 /* The owner part of the key: the token's subject, else a fingerprint. */
 static void
 token_owner(const char *token, char *out, size_t n)
@@ -475,7 +353,7 @@ token_owner(const char *token, char *out, size_t n)
 /* POST /execute once, on a fresh connection; never retried. */
 static int
 execute_sync(const struct opts *o, struct nyx_settings *s,
-    struct nyx_http *http, const struct route *rt, const struct job *j,
+    struct nyx_http *http, const struct nyx_pin *rt, const struct job *j,
     struct nyx_err *err)
 {
 	struct nyx_buf auth = NYX_BUF_ZERO, tp = NYX_BUF_ZERO;
@@ -545,7 +423,7 @@ out:
  */
 static int
 record_operation(struct nyx_ledger *l, struct nyx_settings *s,
-    const struct route *rt, const struct job *j, const char *key,
+    const struct nyx_pin *rt, const struct job *j, const char *key,
     struct nyx_dur *d, struct nyx_err *err)
 {
 	struct nyx_buf mat = NYX_BUF_ZERO;
@@ -680,7 +558,7 @@ print_stored(
  */
 static int
 run_durable(const struct opts *o, struct nyx_settings *s, struct nyx_http *http,
-    const struct route *rt, const struct job *j, struct nyx_err *err)
+    const struct nyx_pin *rt, const struct job *j, struct nyx_err *err)
 {
 	struct nyx_ledger *l = j->l;
 	struct nyx_dur d, *dv = &d;
@@ -786,66 +664,24 @@ static int
 run_nyxid(const struct opts *o, const struct nyx_common *cm,
     struct nyx_settings *s, struct job *j, struct nyx_err *err)
 {
-	struct route rt = {NULL, NULL};
-	struct nyx_http *http = NULL;
-	jv rec = jv_invalid();
-	int code = -1, got, fresh = 1;
+	struct nyx_pin rt = {NULL, NULL};
+	struct nyx_http *http = nyx_http_new();
+	int code = -1;
 
-	/* the admission on stdin is checked against it */
-	if (nyx_settings_require_base_url(s, err) < 0)
-		return -1;
-	got = nyx_cli_read_upstream(&rec, err);
-	if (got < 0)
-		return -1;
-	if (got == NYX_UPSTREAM_ERROR)
-		return nyx_cli_pass_through(rec, NYX_EXIT_SOFTWARE);
-	if (got == NYX_UPSTREAM_BLOCKED)
-		return nyx_cli_pass_through(rec, NYX_EXIT_BLOCKED);
-	if (got == NYX_UPSTREAM_ADMITTED) {
-		fresh = take_admission(rec, s, &rt, err);
-		jv_free(rec);
-		if (fresh < 0)
-			goto out;
-	}
-	http = nyx_http_new();
 	if (http == NULL) {
 		nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
 		goto out;
 	}
-	if (got == NYX_UPSTREAM_NONE || fresh == 0) {
-		/* no admission, or a stale one: resolve (its exact id) now */
-		char *exact = rt.id ? strdup(rt.id) : NULL;
-
-		route_free(&rt);
-		code = resolve(cm, s, http, exact, &rt, err);
-		free(exact);
-		if (code != 0)
-			goto out;
-	}
-	if (nyx_settings_load_token(cm, s, 1, err) < 0) {
-		code = -1;
+	code = nyx_admit_route(
+	    cm, s, http, "code_execution_credential_unavailable", &rt, err);
+	if (code != 0)
 		goto out;
-	}
-	if (s->exec_token == NULL) {
-		nyx_err_set(err, NYX_EXIT_NOPERM,
-		    "code_execution_credential_unavailable",
-		    "No execution credential is configured (--exec-token-file, "
-		    "NYX_EXEC_TOKEN_FILE, NYX_EXEC_TOKEN or the source "
-		    "token).");
-		code = -1;
-		goto out;
-	}
-	nyx_log_add_secret(s->exec_token);
-	if (nyx_cred_check(s->exec_token, err) < 0) {
-		code = -1;
-		goto out;
-	}
 	if (o->sync)
 		code = execute_sync(o, s, http, &rt, j, err);
 	else
 		code = run_durable(o, s, http, &rt, j, err);
 out:
-	route_free(&rt);
+	nyx_pin_free(&rt);
 	nyx_http_free(http);
 	return code;
 }

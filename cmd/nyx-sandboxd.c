@@ -25,6 +25,7 @@ enum {
 	OPT_CONTROL,
 	OPT_STORE,
 	OPT_RETENTION,
+	OPT_CODEX_RUNNER,
 };
 
 struct opts {
@@ -35,6 +36,7 @@ struct opts {
 	bool control;
 	const char *store;
 	long retention;
+	const char *codex_runner;
 };
 
 static const struct option longopts[] = {
@@ -45,6 +47,7 @@ static const struct option longopts[] = {
     {"control", no_argument, NULL, OPT_CONTROL},
     {"store", required_argument, NULL, OPT_STORE},
     {"retention", required_argument, NULL, OPT_RETENTION},
+    {"codex-runner", required_argument, NULL, OPT_CODEX_RUNNER},
     {NULL, 0, NULL, 0},
 };
 
@@ -72,6 +75,11 @@ on_opt(int c, const char *arg, void *ctx)
 	case OPT_STORE:
 		o->store = arg;
 		break;
+	case OPT_CODEX_RUNNER:
+		if (*arg == '\0')
+			nyx_cli_usage("--codex-runner takes a command line");
+		o->codex_runner = arg;
+		break;
 	case OPT_RETENTION: {
 		char *end;
 
@@ -90,7 +98,8 @@ on_opt(int c, const char *arg, void *ctx)
 
 static const struct nyx_cli_spec spec = {
     "--world FILE [--listen HOST:PORT] [--port-file FILE] [--faults FILE] "
-    "[--store FILE] [--retention SECS] [--control] [common options]",
+    "[--store FILE] [--retention SECS] [--codex-runner CMD] [--control] "
+    "[common options]",
     "      --world FILE        principals, orgs, routes and key facts "
     "(YAML)\n"
     "      --listen HOST:PORT  address to serve on (default 127.0.0.1:0)\n"
@@ -101,6 +110,9 @@ static const struct nyx_cli_spec spec = {
     "      --store FILE        keep durable operations in FILE (SQLite),\n"
     "                          across restarts\n"
     "      --retention SECS    how long an operation lives (default 86400)\n"
+    "      --codex-runner CMD  the Codex runner: a shell command line that\n"
+    "                          reads the task on stdin, run in the local\n"
+    "                          sandbox (default: a deterministic built-in)\n"
     "      --control           enable the /_nyx/ control endpoints\n",
     0,
     "",
@@ -165,6 +177,11 @@ run(const struct opts *o, struct nyx_err *err)
 	    faults, o->control, o->store, o->retention, err);
 	if (srv == NULL)
 		return -1;
+	if (o->codex_runner != NULL &&
+	    nyx_srv_set_codex_runner(srv, o->codex_runner, err) < 0) {
+		nyx_srv_stop(srv);
+		return -1;
+	}
 	if (o->port_file != NULL &&
 	    write_port_file(o->port_file, nyx_srv_port(srv), err) < 0) {
 		nyx_srv_stop(srv);

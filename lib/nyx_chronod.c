@@ -358,7 +358,20 @@ struct nyx_chronod {
 	int running;
 	long retention_s;
 	struct nyx_store *store;
+	char *codex_runner; /* a shell command line; NULL: the built-in */
 };
+
+/*
+ * The built-in Codex runner: deterministic, for tests.  It reads the task
+ * on stdin and reports on it; a task starting with "fail" fails (exit 1)
+ * and one starting with "sleep N" sleeps first.
+ */
+static const char builtin_runner[] =
+    "{ p=$(cat); n=$(printf %s \"$p\" | wc -c);"
+    " case $p in \"sleep \"*) s=${p#sleep }; sleep \"${s%%[!0-9]*}\";; esac;"
+    " case $p in fail*) echo 'codex: the task failed' >&2; exit 1;; esac;"
+    " printf 'codex: done (%s bytes): %s\\n' \"$n\""
+    " \"$(printf '%s\\n' \"$p\" | head -n 1)\"; }";
 
 static bool
 terminal_status(const char *s)
@@ -885,9 +898,133 @@ nyx_chronod_free(struct nyx_chronod *cd)
 	}
 	pthread_mutex_unlock(&cd->mu);
 	nyx_store_close(cd->store);
+	free(cd->codex_runner);
 	pthread_cond_destroy(&cd->idle);
 	pthread_mutex_destroy(&cd->mu);
 	free(cd);
+}
+
+int
+nyx_chronod_set_runner(
+    struct nyx_chronod *cd, const char *cmd, struct nyx_err *err)
+{
+	free(cd->codex_runner);
+	cd->codex_runner = cmd ? strdup(cmd) : NULL;
+	if (cmd != NULL && cd->codex_runner == NULL)
+		return nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
+	return 0;
+}
+
+int
+nyx_chronod_codex_run(struct nyx_chronod *cd, const char *prompt, size_t len,
+    int timeout_secs, struct nyx_sandbox_result *res, struct nyx_err *err)
+{
+	struct nyx_sandbox_req sr;
+	struct nyx_buf src = NYX_BUF_ZERO;
+	char *b64 = nyx_b64_encode(prompt, len);
+	int rc;
+
+	src.secret = true;
+	/* the task reaches the runner only on stdin, never as words */
+	if (b64 == NULL ||
+	    nyx_buf_printf(&src, "printf %%s '%s' | base64 -d | %s\n", b64,
+	        cd->codex_runner ? cd->codex_runner : builtin_runner) < 0) {
+		free(b64);
+		nyx_buf_free(&src);
+		return nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
+	}
+	free(b64);
+	memset(&sr, 0, sizeof(sr));
+	sr.language = "bash";
+	sr.source = src.data;
+	sr.source_len = src.len;
+	sr.timeout_secs = timeout_secs;
+	rc = nyx_sandbox_run(&sr, res, err);
+	nyx_buf_free(&src);
+	return rc;
+}
+
+/* POST /codex/execute: {"prompt","timeout_secs","workspace":"empty_git"} */
+static void
+codex(struct nyx_chronod *cd, const struct nyx_chronod_req *rq,
+    struct nyx_chronod_resp *rs)
+{
+	struct nyx_sandbox_result res;
+	struct nyx_err err = NYX_ERR_ZERO;
+	jv body, keys, prompt, t, ws, out, o;
+	char diag[40], hex[17];
+	size_t plen;
+
+	if (check_delegation(rq, "proxy:*", NULL, 0, rs) < 0)
+		return;
+	if (rq->authorization != NULL) {
+		/* the caller's own credential must end at the proxy */
+		error(rs, 403, "CODEX_CALLER_CREDENTIAL_FORWARDED",
+		    "The caller's credential was forwarded to the sandbox.");
+		return;
+	}
+	body = nyx_json_parse(rq->body ? rq->body : "", rq->body_len);
+	keys = jv_get_kind(body) == JV_KIND_OBJECT ? jv_keys(jv_copy(body))
+	                                           : jv_invalid();
+	prompt = nyx_json_get(body, "prompt");
+	t = nyx_json_get(body, "timeout_secs");
+	ws = nyx_json_get(body, "workspace");
+	plen = jv_get_kind(prompt) == JV_KIND_STRING
+	    ? (size_t)jv_string_length_bytes(jv_copy(prompt))
+	    : 0;
+	if (jv_get_kind(keys) != JV_KIND_ARRAY ||
+	    jv_array_length(jv_copy(keys)) != 3)
+		error(rs, 400, "CODEX_REQUEST_INVALID",
+		    "The request must be exactly prompt, timeout_secs and "
+		    "workspace.");
+	else if (jv_get_kind(prompt) != JV_KIND_STRING || plen == 0)
+		error(
+		    rs, 400, "CODEX_PROMPT_INVALID", "The prompt is invalid.");
+	else if (plen > 6000)
+		error(rs, 400, "CODEX_PROMPT_TOO_LARGE",
+		    "The prompt exceeds 6000 bytes.");
+	else if (!nyx_json_integral(t, 1, 180))
+		error(rs, 400, "CODEX_TIMEOUT_INVALID",
+		    "timeout_secs must be 1..180.");
+	else if (jv_get_kind(ws) != JV_KIND_STRING ||
+	    strcmp(jv_string_value(ws), "empty_git") != 0)
+		error(rs, 400, "CODEX_WORKSPACE_INVALID",
+		    "The workspace must be empty_git.");
+	else if (nyx_chronod_codex_run(cd, jv_string_value(prompt), plen,
+	             (int)jv_number_value(t), &res, &err) < 0)
+		error(rs, 502, "CODEX_SANDBOX_CREATION_FAILED",
+		    "The Codex sandbox could not be created.");
+	else {
+		if (res.timed_out) {
+			error(rs, 504, "CODEX_EXECUTION_TIMEOUT",
+			    "Codex did not finish in time.");
+		} else {
+			out = jv_object();
+			out = jv_object_set(out, jv_string("text"),
+			    jv_string_sized(res.out.data ? res.out.data : "",
+			        (int)res.out.len));
+			out = jv_object_set(out, jv_string("exit_code"),
+			    jv_number(res.exit_code));
+			out = jv_object_set(out, jv_string("execution_time_ms"),
+			    jv_number((double)res.elapsed_ms));
+			o = jv_object();
+			o = jv_object_set(o, jv_string("success"), jv_true());
+			o = jv_object_set(o, jv_string("output"), out);
+			nyx_random_hex(hex, 8);
+			snprintf(diag, sizeof(diag), "chrono-%s", hex);
+			o = jv_object_set(
+			    o, jv_string("diagnostic_id"), jv_string(diag));
+			answer(rs, 200, o);
+			snprintf(rs->summary, sizeof(rs->summary),
+			    "codex exit %d", res.exit_code);
+		}
+		nyx_sandbox_result_free(&res);
+	}
+	jv_free(body);
+	jv_free(keys);
+	jv_free(prompt);
+	jv_free(t);
+	jv_free(ws);
 }
 
 void
@@ -895,6 +1032,14 @@ nyx_chronod_handle(struct nyx_chronod *cd, const struct nyx_chronod_req *rq,
     struct nyx_chronod_resp *rs)
 {
 	memset(rs, 0, sizeof(*rs));
+	if (strcmp(rq->path, "/codex/execute") == 0) {
+		if (strcmp(rq->method, "POST") != 0)
+			error(rs, 405, "METHOD_NOT_ALLOWED",
+			    "Use POST for /codex/execute.");
+		else
+			codex(cd, rq, rs);
+		return;
+	}
 	if (strcmp(rq->path, "/execute") == 0) {
 		if (strcmp(rq->method, "POST") != 0)
 			error(rs, 405, "METHOD_NOT_ALLOWED",

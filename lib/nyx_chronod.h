@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "nyx_err.h"
+#include "nyx_sandbox.h"
 
 struct nyx_chronod_req {
 	const char *method;
@@ -62,6 +63,17 @@ struct nyx_chronod *nyx_chronod_new(
     const char *store_path, long retention_s, struct nyx_err *err);
 /* Cancels what still runs and waits for it (bounded) before freeing. */
 void nyx_chronod_free(struct nyx_chronod *cd);
+
+/*
+ * Codex: the runner is a shell command line that reads the task on
+ * stdin, run in the local sandbox (NULL: a deterministic built-in).
+ * nyx_chronod_codex_run() runs one task (also for the SSH emulation).
+ */
+int nyx_chronod_set_runner(
+    struct nyx_chronod *cd, const char *cmd, struct nyx_err *err);
+int nyx_chronod_codex_run(struct nyx_chronod *cd, const char *prompt,
+    size_t len, int timeout_secs, struct nyx_sandbox_result *res,
+    struct nyx_err *err);
 
 /*
  * Every operation as [{"operation_id","key_sha256","status","runs"}]

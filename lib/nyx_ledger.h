@@ -27,7 +27,7 @@
 #include "nyx_buf.h"
 #include "nyx_err.h"
 
-#define NYX_LEDGER_SCHEMA 3
+#define NYX_LEDGER_SCHEMA 4
 
 struct nyx_ledger;
 
@@ -181,6 +181,47 @@ int nyx_ledger_audit_index(struct nyx_ledger *l, const char *id,
 int nyx_ledger_audit_covered(
     struct nyx_ledger *l, int64_t *covered, struct nyx_err *err);
 int nyx_ledger_audit_reset(struct nyx_ledger *l, struct nyx_err *err);
+
+/*
+ * Durable exact-call approvals (codex-exec private_ssh).  The arguments
+ * (they hold the prompt) live in a secrets/ file whose SHA-256 is the
+ * approval's arguments_sha256, verified before they are shown.  States:
+ * pending, approved, denied, consumed; nyx_ledger_approval_move() is one
+ * conditional UPDATE (1 moved, 0 not in `from`), so a grant is consumed
+ * exactly once.
+ */
+struct nyx_approval {
+	char id[96]; /* tool-approval:v1:<64 hex> */
+	char owner[160];
+	char request_id[160];
+	char call_id[160];
+	char arguments_sha256[65];
+	char secret_name[64];
+	char state[16];
+	int64_t created_at_ms;
+	char decided_by[128];
+	int64_t decided_at_ms;
+	int64_t consumed_at_ms;
+};
+
+/* Record (or re-request) an approval with its argument JSON. */
+int nyx_ledger_approval_put(struct nyx_ledger *l, struct nyx_approval *a,
+    const char *args, size_t len, struct nyx_err *err);
+/* 1 found, 0 not, -1 error. */
+int nyx_ledger_approval_get(struct nyx_ledger *l, const char *id,
+    struct nyx_approval *a, struct nyx_err *err);
+/* The approved, unconsumed grant for owner/request/call: 1, 0, -1. */
+int nyx_ledger_approval_grant(struct nyx_ledger *l, const char *owner,
+    const char *request_id, const char *call_id, struct nyx_approval *a,
+    struct nyx_err *err);
+int nyx_ledger_approval_move(struct nyx_ledger *l, const char *id,
+    const char *from, const char *to, const char *who, int64_t now_ms,
+    struct nyx_err *err);
+int nyx_ledger_approvals(
+    struct nyx_ledger *l, char ***ids, struct nyx_err *err);
+/* The verified argument JSON of an approval (a secret buffer). */
+int nyx_ledger_approval_args(struct nyx_ledger *l, const struct nyx_approval *a,
+    struct nyx_buf *out, struct nyx_err *err);
 
 /*
  * The provider side: nyx-sandboxd's operation store (--store), one JSON

@@ -49,6 +49,7 @@ struct nyx_srv {
 	struct cache_ent cache[CACHE_MAX];
 	size_t ncache;
 	struct nyx_chronod *chrono;
+	jv approvals; /* NyxID's approval requests: [{id,user,route,state}] */
 };
 
 /* Per-request state across libmicrohttpd's callbacks. */
@@ -251,6 +252,257 @@ handle_api(struct nyx_srv *s, struct MHD_Connection *c, const char *method,
 	}
 }
 
+/*
+ * NyxID's human approval gate on a route with approval_required: a call
+ * without an approved request answers 403 approval_required with the
+ * request's id and approve URL; an approved request lets exactly one call
+ * through (it is consumed).  Caller holds the lock.  Returns 0 to let the
+ * call through.
+ */
+static int
+approval_gate(
+    struct nyx_srv *s, const char *user, const char *route, struct answer *a)
+{
+	int i, n = jv_array_length(jv_copy(s->approvals));
+	char id[40], hex[17], url[256];
+	jv e, body;
+
+	for (i = 0; i < n; i++) {
+		const char *st, *u, *r;
+
+		e = jv_array_get(jv_copy(s->approvals), i);
+		u = nyx_json_peek_str(e, "user");
+		r = nyx_json_peek_str(e, "route");
+		st = nyx_json_peek_str(e, "state");
+		if (u && r && st && strcmp(u, user) == 0 &&
+		    strcmp(r, route) == 0 && strcmp(st, "consumed") != 0) {
+			if (strcmp(st, "approved") == 0) {
+				e = jv_object_set(e, jv_string("state"),
+				    jv_string("consumed"));
+				s->approvals = jv_array_set(s->approvals, i, e);
+				return 0;
+			}
+			snprintf(
+			    id, sizeof(id), "%s", nyx_json_peek_str(e, "id"));
+			jv_free(e);
+			goto refuse;
+		}
+		jv_free(e);
+	}
+	if (nyx_random_hex(hex, 8) < 0)
+		return -1;
+	snprintf(id, sizeof(id), "apr_%s", hex);
+	e = jv_object();
+	e = jv_object_set(e, jv_string("id"), jv_string(id));
+	e = jv_object_set(e, jv_string("user"), jv_string(user));
+	e = jv_object_set(e, jv_string("route"), jv_string(route));
+	e = jv_object_set(e, jv_string("state"), jv_string("pending"));
+	s->approvals = jv_array_append(s->approvals, e);
+refuse:
+	snprintf(url, sizeof(url), "%s/approvals/%s", s->base, id);
+	body = nyx_world_error("approval_required", 1010,
+	    "Forbidden: this call needs a human approval");
+	body = jv_object_set(body, jv_string("request_id"), jv_string(id));
+	body = jv_object_set(body, jv_string("approve_url"), jv_string(url));
+	answer_json(a, 403, body);
+	return 1;
+}
+
+/* GET /api/v1/approvals/requests/{id}/status, for its user only. */
+static void
+handle_approval_status(struct nyx_srv *s, struct MHD_Connection *c,
+    const char *url, struct answer *a)
+{
+	const char *id = url + strlen("/api/v1/approvals/requests/");
+	const char *slash = strchr(id, '/');
+	const char *token = request_token(c);
+	struct nyx_principal p;
+	int i, n;
+
+	pthread_mutex_lock(&s->mu);
+	if (token == NULL || nyx_world_auth(s->world, token, &p) < 0) {
+		pthread_mutex_unlock(&s->mu);
+		answer_error(a, 401, "unauthorized", 1001,
+		    "Unauthorized: Invalid token");
+		return;
+	}
+	note_caller(a, &p);
+	n = jv_array_length(jv_copy(s->approvals));
+	for (i = 0; slash != NULL && strcmp(slash, "/status") == 0 && i < n;
+	     i++) {
+		jv e = jv_array_get(jv_copy(s->approvals), i);
+		const char *eid = nyx_json_peek_str(e, "id");
+		const char *u = nyx_json_peek_str(e, "user");
+
+		if (eid && u && strlen(eid) == (size_t)(slash - id) &&
+		    strncmp(eid, id, (size_t)(slash - id)) == 0 &&
+		    strcmp(u, p.user) == 0) {
+			const char *st = nyx_json_peek_str(e, "state");
+			jv o = jv_object();
+
+			o = jv_object_set(o, jv_string("id"), jv_string(eid));
+			/* a consumed approval was approved */
+			o = jv_object_set(o, jv_string("status"),
+			    jv_string(
+			        strcmp(st, "consumed") == 0 ? "approved" : st));
+			jv_free(e);
+			pthread_mutex_unlock(&s->mu);
+			answer_json(a, 200, o);
+			return;
+		}
+		jv_free(e);
+	}
+	pthread_mutex_unlock(&s->mu);
+	answer_error(a, 404, "not_found", 1003, "Not found: no such approval");
+}
+
+/* The host's forced-command wrapper accepts exactly this shape. */
+static const char ssh_prefix[] = "p='";
+static const char ssh_suffix[] =
+    "'; { printf '%s' \"$p\" | base64 --decode 2>/dev/null || "
+    "printf '%s' \"$p\" | base64 -D; } | codex exec -";
+
+/* The decoded task of a well-formed wrapper command, else NULL. */
+static char *
+ssh_task(const char *cmd, size_t *len)
+{
+	size_t n = strlen(cmd), pl = sizeof(ssh_prefix) - 1,
+	       sl = sizeof(ssh_suffix) - 1, bl;
+	const char *b;
+	char *url, *out;
+
+	if (n < pl + sl || strncmp(cmd, ssh_prefix, pl) != 0 ||
+	    strcmp(cmd + n - sl, ssh_suffix) != 0)
+		return NULL;
+	b = cmd + pl;
+	bl = n - pl - sl;
+	if (bl == 0 || bl > 8000 || bl % 4 != 0 ||
+	    strspn(b,
+	        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	        "0123456789+/=") < bl)
+		return NULL;
+	/* base64 to base64url, unpadded, for the decoder we have */
+	url = strndup(b, bl);
+	if (url == NULL)
+		return NULL;
+	for (n = 0; n < bl; n++)
+		url[n] = url[n] == '+' ? '-' : url[n] == '/' ? '_' : url[n];
+	while (bl > 0 && url[bl - 1] == '=')
+		url[--bl] = '\0';
+	out = nyx_b64url_decode(url, bl, len);
+	free(url);
+	if (out != NULL && (*len < 1 || *len > 6000)) {
+		free(out);
+		out = NULL;
+	}
+	return out;
+}
+
+/*
+ * NyxID's SSH exec: POST /api/v1/ssh/{catalog_service_id}/exec for a
+ * service the caller can see, {"command","principal","timeout_secs"}.
+ * The emulated host runs only the fixed Codex wrapper (anything else
+ * exits 126, as the forced-command wrapper would) and gives the decoded
+ * task to the Codex runner.
+ */
+static void
+handle_ssh(struct nyx_srv *s, struct MHD_Connection *c, const char *method,
+    const char *url, const struct req *r, struct answer *a)
+{
+	const char *id = url + strlen("/api/v1/ssh/");
+	const char *slash = strchr(id, '/');
+	const char *token = request_token(c);
+	struct nyx_principal p;
+	struct nyx_sandbox_result res;
+	struct nyx_err err = NYX_ERR_ZERO;
+	char svc[160], *task = NULL;
+	const char *cmd, *principal;
+	size_t tlen = 0;
+	jv body = jv_invalid(), t, o, keys;
+	int i, n, visible = 0, code = 126;
+	long ms = 0;
+
+	snprintf(svc, sizeof(svc), "%.*s",
+	    (int)(slash ? (size_t)(slash - id) : 0), id);
+	pthread_mutex_lock(&s->mu);
+	if (token == NULL || nyx_world_auth(s->world, token, &p) < 0) {
+		pthread_mutex_unlock(&s->mu);
+		answer_error(a, 401, "unauthorized", 1001,
+		    "Unauthorized: Invalid token");
+		return;
+	}
+	note_caller(a, &p);
+	o = nyx_world_keys(s->world, p.user, s->base);
+	pthread_mutex_unlock(&s->mu);
+	keys = nyx_json_get(o, "keys");
+	jv_free(o);
+	n = jv_get_kind(keys) == JV_KIND_ARRAY ? jv_array_length(jv_copy(keys))
+	                                       : 0;
+	for (i = 0; i < n && !visible; i++) {
+		jv k = jv_array_get(jv_copy(keys), i);
+		const char *cs = nyx_json_peek_str(k, "catalog_service_id");
+
+		visible = cs != NULL && strcmp(cs, svc) == 0;
+		jv_free(k);
+	}
+	jv_free(keys);
+	if (slash == NULL || strcmp(slash, "/exec") != 0 ||
+	    strcmp(method, "POST") != 0 || !visible) {
+		answer_error(a, 404, "target_not_allowed", 1003,
+		    "Not found: no SSH service of yours with that id");
+		return;
+	}
+	body = nyx_json_parse(r->body.data ? r->body.data : "", r->body.len);
+	cmd = nyx_json_peek_str(body, "command");
+	principal = nyx_json_peek_str(body, "principal");
+	t = nyx_json_get(body, "timeout_secs");
+	if (cmd == NULL || principal == NULL || *principal == '\0' ||
+	    !nyx_json_integral(t, 1, 300)) {
+		answer_error(a, 400, "bad_request", 1000,
+		    "command, principal and timeout_secs 1..300 are required");
+		jv_free(t);
+		jv_free(body);
+		return;
+	}
+	task = ssh_task(cmd, &tlen);
+	memset(&res, 0, sizeof(res));
+	if (task != NULL) {
+		if (nyx_chronod_codex_run(s->chrono, task, tlen,
+		        (int)jv_number_value(t), &res, &err) < 0) {
+			answer_error(a, 502, "node_offline", 1006,
+			    "The node could not run the command");
+			goto out;
+		}
+		code = res.exit_code;
+		ms = res.elapsed_ms;
+	}
+	o = jv_object();
+	o = jv_object_set(o, jv_string("exit_code"), jv_number(code));
+	o = jv_object_set(o, jv_string("stdout"),
+	    task ? jv_string_sized(
+	               res.out.data ? res.out.data : "", (int)res.out.len)
+	         : jv_string(""));
+	o = jv_object_set(o, jv_string("stderr"),
+	    task ? jv_string_sized(
+	               res.err.data ? res.err.data : "", (int)res.err.len)
+	         : jv_string("forced-command: refused\n"));
+	o = jv_object_set(o, jv_string("duration_ms"), jv_number((double)ms));
+	o = jv_object_set(
+	    o, jv_string("timed_out"), jv_bool(task != NULL && res.timed_out));
+	answer_json(a, 200, o);
+	snprintf(a->upstream, sizeof(a->upstream), "ssh %s as %s: exit %d", svc,
+	    principal, code);
+	if (task != NULL)
+		nyx_sandbox_result_free(&res);
+out:
+	if (task != NULL) {
+		nyx_secure_zero(task, tlen);
+		free(task);
+	}
+	jv_free(t);
+	jv_free(body);
+}
+
 /* Parse a YAML or JSON request body. */
 static int
 body_doc(const struct req *r, jv *out, char *why, size_t whysz)
@@ -298,6 +550,30 @@ handle_control(struct nyx_srv *s, const char *method, const char *path,
 
 	if (strcmp(path, "/_nyx/requests") == 0 && strcmp(method, "GET") == 0) {
 		log_lines(s, a);
+	} else if (strncmp(path, "/_nyx/approvals/", 16) == 0 &&
+	    strcmp(method, "POST") == 0) {
+		/* a human decides: /_nyx/approvals/{id}/approve or /deny */
+		const char *id = path + 16, *verb = strrchr(path, '/');
+		int i, n = jv_array_length(jv_copy(s->approvals));
+
+		a->status = 404;
+		for (i = 0; verb != NULL && verb > id && i < n; i++) {
+			jv e = jv_array_get(jv_copy(s->approvals), i);
+			const char *eid = nyx_json_peek_str(e, "id");
+
+			if (eid != NULL && strlen(eid) == (size_t)(verb - id) &&
+			    strncmp(eid, id, (size_t)(verb - id)) == 0 &&
+			    (strcmp(verb, "/approve") == 0 ||
+			        strcmp(verb, "/deny") == 0)) {
+				e = jv_object_set(e, jv_string("state"),
+				    jv_string(verb[1] == 'a' ? "approved"
+				                             : "denied"));
+				s->approvals = jv_array_set(s->approvals, i, e);
+				a->status = 204;
+				break;
+			}
+			jv_free(e);
+		}
 	} else if (strcmp(path, "/_nyx/executions") == 0 &&
 	    strcmp(method, "GET") == 0) {
 		a->status = 200;
@@ -454,6 +730,10 @@ record(struct nyx_srv *s, struct MHD_Connection *c, const char *method,
 		                           : jv_null());
 		e = jv_object_set(e, jv_string("upstream"),
 		    a->upstream[0] ? jv_string(a->upstream) : jv_null());
+	} else if (a->upstream[0]) {
+		/* the SSH emulation's outcome */
+		e = jv_object_set(
+		    e, jv_string("upstream"), jv_string(a->upstream));
 	}
 	if (jv_is_valid(a->logged_body))
 		e = jv_object_set(
@@ -510,6 +790,11 @@ handle_proxy(struct nyx_srv *s, struct MHD_Connection *c, const char *method,
 		snprintf(user, sizeof(user), "%s", p.user);
 		rc = nyx_world_proxy_target(
 		    s->world, &p, slug, via, &t, &status, &body);
+		if (rc == 0 && t.approval &&
+		    approval_gate(s, p.user, t.route_id, a) != 0) {
+			pthread_mutex_unlock(&s->mu);
+			return;
+		}
 	}
 	pthread_mutex_unlock(&s->mu);
 	if (rc < 0) {
@@ -659,6 +944,11 @@ handler(void *cls, struct MHD_Connection *c, const char *url,
 		pthread_mutex_unlock(&s->mu);
 	} else if (strncmp(url, "/api/v1/proxy/s/", 16) == 0) {
 		handle_proxy(s, c, method, url, r, &a);
+	} else if (strncmp(url, "/api/v1/ssh/", 12) == 0) {
+		handle_ssh(s, c, method, url, r, &a);
+	} else if (strncmp(url, "/api/v1/approvals/requests/", 27) == 0 &&
+	    strcmp(method, "GET") == 0) {
+		handle_approval_status(s, c, url, &a);
 	} else {
 		pthread_mutex_lock(&s->mu);
 		handle_api(s, c, method, url, r, &a);
@@ -795,6 +1085,7 @@ nyx_srv_start(const char *listen, jv world, jv faults, bool control,
 	pthread_mutex_init(&s->mu, &ma);
 	pthread_mutexattr_destroy(&ma);
 	s->log = jv_array();
+	s->approvals = jv_array();
 	s->control = control;
 	if (nyx_srv_set_world(s, world, why, sizeof(why)) < 0) {
 		jv_free(faults);
@@ -842,6 +1133,13 @@ fail:
 }
 
 int
+nyx_srv_set_codex_runner(
+    struct nyx_srv *s, const char *cmd, struct nyx_err *err)
+{
+	return nyx_chronod_set_runner(s->chrono, cmd, err);
+}
+
+int
 nyx_srv_port(const struct nyx_srv *s)
 {
 	return s->port;
@@ -865,6 +1163,7 @@ nyx_srv_stop(struct nyx_srv *s)
 	nyx_faults_free(&s->faults);
 	cache_flush(s);
 	jv_free(s->log);
+	jv_free(s->approvals);
 	pthread_mutex_destroy(&s->mu);
 	free(s);
 }

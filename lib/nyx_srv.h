@@ -34,6 +34,10 @@ struct nyx_srv;
 struct nyx_srv *nyx_srv_start(const char *listen, jv world, jv faults,
     bool control, const char *store, long retention_s, struct nyx_err *err);
 
+/* The Codex runner command line (NULL: the deterministic built-in). */
+int nyx_srv_set_codex_runner(
+    struct nyx_srv *s, const char *cmd, struct nyx_err *err);
+
 /* The bound port and base URL ("http://127.0.0.1:PORT"). */
 int nyx_srv_port(const struct nyx_srv *s);
 const char *nyx_srv_base(const struct nyx_srv *s);

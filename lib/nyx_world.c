@@ -743,6 +743,7 @@ nyx_world_proxy_target(const struct nyx_world *w, const struct nyx_principal *p,
 	snprintf(t->slug, sizeof(t->slug), "%s", slug);
 	t->forward_token = nyx_json_bool(r, "forward_access_token") == 1;
 	t->inject = nyx_json_bool(r, "inject_delegation_token") == 1;
+	t->approval = nyx_json_bool(r, "approval_required") == 1;
 	/* NyxID's default scope when none is set */
 	snprintf(t->scope, sizeof(t->scope), "%s",
 	    nyx_json_peek_str(r, "delegation_token_scope")

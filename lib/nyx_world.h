@@ -43,6 +43,7 @@ struct nyx_proxy_target {
 	bool inject; /* add X-NyxID-Delegation-Token */
 	char scope[512]; /* the delegation token's scope */
 	bool chrono; /* the route's service is the Chrono Sandbox */
+	bool approval; /* NyxID asks a human before each proxied call */
 };
 
 struct nyx_world;

@@ -5,7 +5,7 @@
 
 load helpers/common
 
-PROGS=(nyx-route-inspect nyx-route-converge code-exec exec-status audit-replay nyx-sandboxd)
+PROGS=(nyx-route-inspect nyx-route-converge code-exec exec-status audit-replay codex-exec nyx-sandboxd)
 
 setup() {
 	common_setup
