@@ -105,10 +105,7 @@ on_opt(int c, const char *arg, void *ctx)
 	case OPT_REQUEST_ID:
 	case OPT_CALL_ID:
 		/* ids travel into the key digest: printable, bounded */
-		if (*arg == '\0' || strlen(arg) > 128 ||
-		    strspn(arg,
-		        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-		        "0123456789_.:-") != strlen(arg))
+		if (!nyx_cli_id_ok(arg))
 			nyx_cli_usage("%s takes 1-128 of [A-Za-z0-9_.:-]",
 			    c == OPT_REQUEST_ID ? "--request-id" : "--call-id");
 		if (c == OPT_REQUEST_ID)
@@ -178,9 +175,7 @@ audit_phase(const struct job *j, const char *owner, const char *phase,
 {
 	struct nyx_audit_subject sub = {
 	    "code_execute", "cli", owner, j->request_id, j->call_id};
-	struct nyx_audit_outcome ao;
-	struct nyx_err err = NYX_ERR_ZERO;
-	jv rec;
+	struct nyx_audit_outcome ao = {false, NULL, NULL, 0};
 
 	if (oc != NULL) {
 		ao.success = oc->success;
@@ -188,14 +183,7 @@ audit_phase(const struct job *j, const char *owner, const char *phase,
 		ao.kind = oc->kind;
 		ao.exit_code = oc->exit;
 	}
-	rec =
-	    nyx_audit_record(&sub, phase, NULL, oc ? &ao : NULL, nyx_now_ms());
-	if (!jv_is_valid(rec) ||
-	    nyx_audit_emit(j->l, nyx_ledger_dir(j->l), rec, NULL, &err) != 0)
-		nyx_log(NYX_LOG_WARN,
-		    "the %s audit record is frozen for audit-replay%s%s", phase,
-		    err.message[0] ? ": " : "", err.message);
-	jv_free(rec);
+	nyx_audit_note(j->l, &sub, phase, NULL, NULL, oc ? &ao : NULL);
 }
 
 static const char *
@@ -499,18 +487,9 @@ record_operation(struct nyx_ledger *l, struct nyx_settings *s,
 	}
 	{
 		struct nyx_audit_subject sub;
-		struct nyx_err aerr = NYX_ERR_ZERO;
-		jv adm;
 
 		nyx_dur_subject(&d->op, &sub);
-		adm = nyx_audit_record(&sub, "admission", NULL, NULL, now);
-		if (!jv_is_valid(adm) ||
-		    nyx_audit_emit(
-		        l, nyx_ledger_dir(l), adm, d->op.handle, &aerr) != 0)
-			nyx_log(NYX_LOG_WARN,
-			    "the admission audit record is frozen for "
-			    "audit-replay");
-		jv_free(adm);
+		nyx_audit_note(l, &sub, "admission", NULL, d->op.handle, NULL);
 	}
 	nyx_buf_free(&d->secret);
 	d->secret = mat;

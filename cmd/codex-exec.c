@@ -77,17 +77,6 @@ static const struct option longopts[] = {
     {NULL, 0, NULL, 0},
 };
 
-static bool
-id_ok(const char *s)
-{
-	size_t n = strlen(s);
-
-	return n >= 1 && n <= 128 &&
-	    strspn(s,
-	        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-	        "0123456789_.:-") == n;
-}
-
 static int
 on_opt(int c, const char *arg, void *ctx)
 {
@@ -117,7 +106,7 @@ on_opt(int c, const char *arg, void *ctx)
 		break;
 	case OPT_REQUEST_ID:
 	case OPT_CALL_ID:
-		if (!id_ok(arg))
+		if (!nyx_cli_id_ok(arg))
 			nyx_cli_usage("%s takes 1-128 of [A-Za-z0-9_.:-]",
 			    c == OPT_REQUEST_ID ? "--request-id" : "--call-id");
 		if (c == OPT_REQUEST_ID)
@@ -363,9 +352,7 @@ audit(struct nyx_ledger *l, const struct call *c, const char *owner,
 {
 	struct nyx_audit_subject sub = {
 	    "codex_exec", "cli", owner, c->request_id, c->call_id};
-	struct nyx_audit_outcome ao;
-	struct nyx_err err = NYX_ERR_ZERO;
-	jv rec;
+	struct nyx_audit_outcome ao = {false, NULL, NULL, 0};
 
 	if (oc != NULL) {
 		ao.success = oc->success;
@@ -373,13 +360,7 @@ audit(struct nyx_ledger *l, const struct call *c, const char *owner,
 		ao.kind = oc->kind;
 		ao.exit_code = oc->exit;
 	}
-	rec = nyx_audit_record(
-	    &sub, phase, approval_id, oc ? &ao : NULL, nyx_now_ms());
-	if (!jv_is_valid(rec) ||
-	    nyx_audit_emit(l, nyx_ledger_dir(l), rec, NULL, &err) != 0)
-		nyx_log(NYX_LOG_WARN,
-		    "the %s audit record is frozen for audit-replay", phase);
-	jv_free(rec);
+	nyx_audit_note(l, &sub, phase, approval_id, NULL, oc ? &ao : NULL);
 }
 
 static void

@@ -374,3 +374,22 @@ nyx_audit_emit(struct nyx_ledger *l, const char *state_dir, jv rec,
 	rc = nyx_audit_replay_intent(l, state_dir, id, NULL, err);
 	return rc;
 }
+
+int
+nyx_audit_note(struct nyx_ledger *l, const struct nyx_audit_subject *s,
+    const char *phase, const char *approval_id, const char *handle,
+    const struct nyx_audit_outcome *outcome)
+{
+	struct nyx_err err = NYX_ERR_ZERO;
+	jv rec = nyx_audit_record(s, phase, approval_id, outcome, nyx_now_ms());
+	int rc = jv_is_valid(rec)
+	    ? nyx_audit_emit(l, nyx_ledger_dir(l), rec, handle, &err)
+	    : -1;
+
+	if (rc != 0)
+		nyx_log(NYX_LOG_WARN,
+		    "the %s audit record is frozen for audit-replay%s%s", phase,
+		    err.message[0] ? ": " : "", err.message);
+	jv_free(rec);
+	return rc;
+}

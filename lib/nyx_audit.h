@@ -89,6 +89,15 @@ int nyx_audit_emit(struct nyx_ledger *l, const char *state_dir, jv rec,
     const char *handle, struct nyx_err *err);
 
 /*
+ * Build, freeze and append the record of one phase (outcome only for
+ * "terminal"); a record that stays frozen is logged as a warning.
+ * Returns as nyx_audit_emit().
+ */
+int nyx_audit_note(struct nyx_ledger *l, const struct nyx_audit_subject *s,
+    const char *phase, const char *approval_id, const char *handle,
+    const struct nyx_audit_outcome *outcome);
+
+/*
  * Replay one frozen intent: as nyx_audit_emit's result (0, 1, 2, -1);
  * with res non-NULL, what the append did.
  */

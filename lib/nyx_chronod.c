@@ -380,17 +380,6 @@ terminal_status(const char *s)
 	    strcmp(s, "cancelled") == 0 || strcmp(s, "outcome_uncertain") == 0;
 }
 
-static jv
-time_jv(int64_t ms)
-{
-	char t[NYX_TIME_STRLEN];
-
-	if (ms <= 0)
-		return jv_null();
-	nyx_time_format(ms, t);
-	return jv_string(t);
-}
-
 /* The whole record, as persisted. */
 static jv
 exec_doc(const struct exec *e)
@@ -474,11 +463,14 @@ snapshot(const struct exec *e)
 	    d, jv_string("cancel_requested"), jv_bool(e->cancel_requested));
 	d = jv_object_set(d, jv_string("result_available"),
 	    jv_bool(term && jv_is_valid(e->result)));
-	d = jv_object_set(d, jv_string("created_at"), time_jv(e->created));
-	d = jv_object_set(d, jv_string("updated_at"), time_jv(e->updated));
-	d = jv_object_set(d, jv_string("expires_at"), time_jv(e->expires));
+	d = jv_object_set(
+	    d, jv_string("created_at"), nyx_json_time(e->created));
+	d = jv_object_set(
+	    d, jv_string("updated_at"), nyx_json_time(e->updated));
+	d = jv_object_set(
+	    d, jv_string("expires_at"), nyx_json_time(e->expires));
 	return jv_object_set(
-	    d, jv_string("terminal_at"), time_jv(e->terminal_at));
+	    d, jv_string("terminal_at"), nyx_json_time(e->terminal_at));
 }
 
 static void

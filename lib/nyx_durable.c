@@ -959,14 +959,7 @@ nyx_dur_persist(struct nyx_ledger *l, struct nyx_dur *d, const char *diag,
 	nyx_dur_subject(&d->op, &sub);
 	if (audited && d->op.operation_id[0] != '\0' && !d->started_with_id) {
 		/* the provider took it: the running phase */
-		jv run =
-		    nyx_audit_record(&sub, "running", NULL, NULL, nyx_now_ms());
-
-		if (jv_is_valid(run) &&
-		    nyx_audit_emit(
-		        l, nyx_ledger_dir(l), run, d->op.handle, &aerr) < 0)
-			nyx_log(NYX_LOG_WARN, "%s", aerr.message);
-		jv_free(run);
+		nyx_audit_note(l, &sub, "running", NULL, d->op.handle, NULL);
 		d->started_with_id = true;
 	}
 	if (settles) {
@@ -1019,17 +1012,6 @@ nyx_dur_persist(struct nyx_ledger *l, struct nyx_dur *d, const char *diag,
 /* ---- records ---- */
 
 static jv
-time_or_null(int64_t ms)
-{
-	char t[NYX_TIME_STRLEN];
-
-	if (ms <= 0)
-		return jv_null();
-	nyx_time_format(ms, t);
-	return jv_string(t);
-}
-
-static jv
 record(const char *type, const struct nyx_op *op, const char *diag)
 {
 	jv r = jv_object();
@@ -1054,10 +1036,10 @@ nyx_dur_receipt_record(const struct nyx_op *op, const char *diag)
 	r = jv_object_set(r, jv_string("route"), rt);
 	r = jv_object_set(r, jv_string("status"), jv_string(op->status));
 	r = jv_object_set(r, jv_string("expires_at"),
-	    time_or_null(op->operation_id[0] ? nyx_dur_deadline(op)
-	                                     : op->recovery_until_ms));
+	    nyx_json_time(op->operation_id[0] ? nyx_dur_deadline(op)
+	                                      : op->recovery_until_ms));
 	return jv_object_set(
-	    r, jv_string("next_poll_at"), time_or_null(op->next_poll_at_ms));
+	    r, jv_string("next_poll_at"), nyx_json_time(op->next_poll_at_ms));
 }
 
 jv
@@ -1075,12 +1057,12 @@ nyx_dur_status_record(const struct nyx_dur *d, const char *diag)
 	r = jv_object_set(
 	    r, jv_string("cancel_requested"), jv_bool(op->cancel_requested));
 	r = jv_object_set(r, jv_string("expires_at"),
-	    time_or_null(op->operation_id[0] ? nyx_dur_deadline(op)
-	                                     : op->recovery_until_ms));
+	    nyx_json_time(op->operation_id[0] ? nyx_dur_deadline(op)
+	                                      : op->recovery_until_ms));
 	r = jv_object_set(r, jv_string("next_poll_at"),
-	    op->terminal ? jv_null() : time_or_null(op->next_poll_at_ms));
+	    op->terminal ? jv_null() : nyx_json_time(op->next_poll_at_ms));
 	r = jv_object_set(
-	    r, jv_string("stop_deadline"), time_or_null(op->stop_deadline_ms));
+	    r, jv_string("stop_deadline"), nyx_json_time(op->stop_deadline_ms));
 	if (d->fail_code != NULL) {
 		jv e = jv_object();
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "nyx_time.h"
 
 /* A single input document may not exceed this many bytes. */
 #define NYX_JSON_MAX_DOC (64u * 1024 * 1024)
@@ -193,4 +194,15 @@ nyx_json_integral(jv v, double lo, double hi)
 		return false;
 	d = jv_number_value(v);
 	return isfinite(d) && d == floor(d) && d >= lo && d <= hi;
+}
+
+jv
+nyx_json_time(int64_t ms)
+{
+	char t[NYX_TIME_STRLEN];
+
+	if (ms <= 0)
+		return jv_null();
+	nyx_time_format(ms, t);
+	return jv_string(t);
 }

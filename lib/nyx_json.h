@@ -15,6 +15,7 @@
 #define NYX_JSON_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -62,5 +63,8 @@ jv nyx_json_get(jv obj, const char *key);
 
 /* jv_string from a possibly-NULL C string: NULL becomes jv_null(). */
 jv nyx_json_str_or_null(const char *s);
+
+/* A time as RFC 3339 UTC, or null when ms <= 0. */
+jv nyx_json_time(int64_t ms);
 
 #endif
