@@ -51,11 +51,14 @@ cp -a "$tmp/state" "$tmp/state.orig"
 # the obvious alternative: one curl per exchange, the same two per operation
 sqlite3 "$tmp/state/ledger.db" 'SELECT operation_id FROM operations' >"$tmp/ids"
 p="$base/api/v1/proxy/s/chrono-sandbox/executions"
+# the credential from a header file (curl -H @file), read once per curl
+printf 'Authorization: Bearer %s\n' "$token" >"$tmp/auth.hdr"
+chmod 600 "$tmp/auth.hdr"
 cat >"$tmp/curl.sh" <<CURL
 #!/bin/bash
 while read -r id; do
-	curl -sf -o /dev/null -H "Authorization: Bearer \$(cat "$tmp/token")" "$p/\$id?_nyxid_via=us-1"
-	curl -sf -o /dev/null -H "Authorization: Bearer \$(cat "$tmp/token")" "$p/\$id/result?_nyxid_via=us-1"
+	curl -sf -o /dev/null -H @"$tmp/auth.hdr" "$p/\$id?_nyxid_via=us-1"
+	curl -sf -o /dev/null -H @"$tmp/auth.hdr" "$p/\$id/result?_nyxid_via=us-1"
 done <"$tmp/ids"
 CURL
 chmod +x "$tmp/curl.sh"
