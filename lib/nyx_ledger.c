@@ -583,9 +583,12 @@ nyx_ledger_result(struct nyx_ledger *l, const char *handle)
 	return out;
 }
 
-/* The first column of every row of sql, as a NULL-terminated list. */
+/*
+ * The first column of every row of sql, as a NULL-terminated list; arg,
+ * when not NULL, is bound to the statement's ?1 (never spliced in).
+ */
 static int
-strings_of(sqlite3 *db, const char *sql, char ***out)
+strings_of(sqlite3 *db, const char *sql, const char *arg, char ***out)
 {
 	sqlite3_stmt *st;
 	char **v = NULL;
@@ -595,6 +598,8 @@ strings_of(sqlite3 *db, const char *sql, char ***out)
 	*out = NULL;
 	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
 		return -1;
+	if (arg != NULL)
+		sqlite3_bind_text(st, 1, arg, -1, SQLITE_TRANSIENT);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		const unsigned char *t = sqlite3_column_text(st, 0);
 
@@ -640,7 +645,8 @@ nyx_ledger_list(
 	      "ORDER BY created_at_ms, handle"
 	    : "SELECT handle FROM operations ORDER BY created_at_ms, handle";
 
-	return strings_of(l->db, sql, out) == 0 ? 0 : db_fail(l, err, "list");
+	return strings_of(l->db, sql, NULL, out) == 0 ? 0
+	                                              : db_fail(l, err, "list");
 }
 
 int
@@ -851,23 +857,15 @@ int
 nyx_ledger_intents(
     struct nyx_ledger *l, const char *handle, char ***ids, struct nyx_err *err)
 {
-	char sql[160];
-
-	if (handle == NULL)
-		return strings_of(l->db,
-		           "SELECT audit_id FROM audit_intents ORDER BY "
-		           "created_at_ms, audit_id",
-		           ids) == 0
-		    ? 0
-		    : db_fail(l, err, "intents");
-	/* handles are h- and hex: checked by the caller, quoted anyway */
-	if (strspn(handle, "h-0123456789abcdef") != strlen(handle))
-		return nyx_err_set(
-		    err, NYX_EXIT_DATAERR, "handle_invalid", "bad handle");
-	snprintf(sql, sizeof(sql),
-	    "SELECT audit_id FROM audit_intents WHERE handle = '%s'", handle);
-	return strings_of(l->db, sql, ids) == 0 ? 0
-	                                        : db_fail(l, err, "intents");
+	return strings_of(l->db,
+	           handle == NULL
+	               ? "SELECT audit_id FROM audit_intents ORDER BY "
+	                 "created_at_ms, audit_id"
+	               : "SELECT audit_id FROM audit_intents WHERE handle = ?1 "
+	                 "ORDER BY created_at_ms, audit_id",
+	           handle, ids) == 0
+	    ? 0
+	    : db_fail(l, err, "intents");
 }
 
 int
@@ -1117,7 +1115,7 @@ int
 nyx_ledger_approvals(struct nyx_ledger *l, char ***ids, struct nyx_err *err)
 {
 	return strings_of(l->db,
-	           "SELECT id FROM approvals ORDER BY created_at_ms, id",
+	           "SELECT id FROM approvals ORDER BY created_at_ms, id", NULL,
 	           ids) == 0
 	    ? 0
 	    : db_fail(l, err, "approval");
@@ -1202,8 +1200,8 @@ nyx_store_put(
 int
 nyx_store_load(struct nyx_store *s, char ***docs, struct nyx_err *err)
 {
-	return strings_of(
-	           s->db, "SELECT doc FROM executions ORDER BY id", docs) == 0
+	return strings_of(s->db, "SELECT doc FROM executions ORDER BY id", NULL,
+	           docs) == 0
 	    ? 0
 	    : store_fail(s, err, "load");
 }

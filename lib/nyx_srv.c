@@ -253,6 +253,27 @@ handle_api(struct nyx_srv *s, struct MHD_Connection *c, const char *method,
 }
 
 /*
+ * Authenticate the caller and take the lock (held on success): 0, or -1
+ * with a 401 answered and the lock released.
+ */
+static int
+lock_caller(struct nyx_srv *s, struct MHD_Connection *c,
+    struct nyx_principal *p, struct answer *a)
+{
+	const char *token = request_token(c);
+
+	pthread_mutex_lock(&s->mu);
+	if (token == NULL || nyx_world_auth(s->world, token, p) < 0) {
+		pthread_mutex_unlock(&s->mu);
+		answer_error(a, 401, "unauthorized", 1001,
+		    "Unauthorized: Invalid token");
+		return -1;
+	}
+	note_caller(a, p);
+	return 0;
+}
+
+/*
  * NyxID's human approval gate on a route with approval_required: a call
  * without an approved request answers 403 approval_required with the
  * request's id and approve URL; an approved request lets exactly one call
@@ -315,18 +336,11 @@ handle_approval_status(struct nyx_srv *s, struct MHD_Connection *c,
 {
 	const char *id = url + strlen("/api/v1/approvals/requests/");
 	const char *slash = strchr(id, '/');
-	const char *token = request_token(c);
 	struct nyx_principal p;
 	int i, n;
 
-	pthread_mutex_lock(&s->mu);
-	if (token == NULL || nyx_world_auth(s->world, token, &p) < 0) {
-		pthread_mutex_unlock(&s->mu);
-		answer_error(a, 401, "unauthorized", 1001,
-		    "Unauthorized: Invalid token");
+	if (lock_caller(s, c, &p, a) < 0)
 		return;
-	}
-	note_caller(a, &p);
 	n = jv_array_length(jv_copy(s->approvals));
 	for (i = 0; slash != NULL && strcmp(slash, "/status") == 0 && i < n;
 	     i++) {
@@ -411,7 +425,6 @@ handle_ssh(struct nyx_srv *s, struct MHD_Connection *c, const char *method,
 {
 	const char *id = url + strlen("/api/v1/ssh/");
 	const char *slash = strchr(id, '/');
-	const char *token = request_token(c);
 	struct nyx_principal p;
 	struct nyx_sandbox_result res;
 	struct nyx_err err = NYX_ERR_ZERO;
@@ -424,14 +437,8 @@ handle_ssh(struct nyx_srv *s, struct MHD_Connection *c, const char *method,
 
 	snprintf(svc, sizeof(svc), "%.*s",
 	    (int)(slash ? (size_t)(slash - id) : 0), id);
-	pthread_mutex_lock(&s->mu);
-	if (token == NULL || nyx_world_auth(s->world, token, &p) < 0) {
-		pthread_mutex_unlock(&s->mu);
-		answer_error(a, 401, "unauthorized", 1001,
-		    "Unauthorized: Invalid token");
+	if (lock_caller(s, c, &p, a) < 0)
 		return;
-	}
-	note_caller(a, &p);
 	o = nyx_world_keys(s->world, p.user, s->base);
 	pthread_mutex_unlock(&s->mu);
 	keys = nyx_json_get(o, "keys");
