@@ -155,92 +155,29 @@ check_delegation(const struct nyx_chronod_req *rq, const char *scope,
 	return rc;
 }
 
-/* env: an object of string values, as NAME=VALUE (heap, NULL-ended). */
-static char **
-env_list(jv env)
-{
-	int i, n;
-	char **out;
-	jv keys;
-
-	if (jv_get_kind(env) != JV_KIND_OBJECT)
-		return NULL;
-	keys = jv_keys(jv_copy(env));
-	n = jv_array_length(jv_copy(keys));
-	out = calloc((size_t)n + 1, sizeof(*out));
-	for (i = 0; out != NULL && i < n; i++) {
-		jv k = jv_array_get(jv_copy(keys), i);
-		const char *v = nyx_json_peek_str(env, jv_string_value(k));
-		size_t len =
-		    strlen(jv_string_value(k)) + (v ? strlen(v) : 0) + 2;
-
-		out[i] = malloc(len);
-		if (out[i] != NULL)
-			snprintf(out[i], len, "%s=%s", jv_string_value(k),
-			    v ? v : "");
-		jv_free(k);
-	}
-	jv_free(keys);
-	return out;
-}
-
-static void
-free_list(char **l)
-{
-	size_t i;
-
-	for (i = 0; l != NULL && l[i] != NULL; i++)
-		free(l[i]);
-	free(l);
-}
-
-static bool
-env_valid(jv env)
-{
-	jv keys;
-	int i, n;
-	bool ok = true;
-
-	if (jv_get_kind(env) == JV_KIND_INVALID ||
-	    jv_get_kind(env) == JV_KIND_NULL)
-		return true;
-	if (jv_get_kind(env) != JV_KIND_OBJECT)
-		return false;
-	keys = jv_keys(jv_copy(env));
-	n = jv_array_length(jv_copy(keys));
-	for (i = 0; i < n && ok; i++) {
-		jv k = jv_array_get(jv_copy(keys), i);
-
-		ok = nyx_json_kind(env, jv_string_value(k)) == JV_KIND_STRING;
-		jv_free(k);
-	}
-	jv_free(keys);
-	return ok;
-}
-
 /*
- * Chrono's request body {"language","script","timeout_secs"?,"env"?}:
- * the parsed object with *timeout set, or invalid (answer
- * INVALID_REQUEST).  "files" is not supported.
+ * Chrono's request body {"language","script","timeout_secs"?} and nothing
+ * else: the parsed object with *timeout set, or invalid (answer
+ * INVALID_REQUEST).  "env", "files" or any other field is refused, so
+ * nothing a caller names can reach the sandbox's host side (WIRE 4.2, 6).
  */
 static jv
 parse_request(const struct nyx_chronod_req *rq, int *timeout)
 {
+	static const char *const fields[] = {
+	    "language", "script", "timeout_secs", NULL};
 	jv body = nyx_json_parse(rq->body ? rq->body : "", rq->body_len);
-	jv tmo = nyx_json_get(body, "timeout_secs"),
-	   env = nyx_json_get(body, "env");
+	jv tmo = nyx_json_get(body, "timeout_secs");
 	const char *lang = nyx_json_peek_str(body, "language");
 	bool absent = jv_get_kind(tmo) == JV_KIND_INVALID;
-	bool ok = jv_get_kind(body) == JV_KIND_OBJECT && lang != NULL &&
+	bool ok = nyx_json_keys_within(body, fields) && lang != NULL &&
 	    nyx_sandbox_language_known(lang) &&
 	    nyx_json_kind(body, "script") == JV_KIND_STRING &&
-	    (absent || nyx_json_integral(tmo, 1, 600)) && env_valid(env) &&
-	    !nyx_json_has(body, "files");
+	    (absent || nyx_json_integral(tmo, 1, 600));
 
 	if (ok)
 		*timeout = absent ? 180 : (int)jv_number_value(tmo);
 	jv_free(tmo);
-	jv_free(env);
 	if (!ok) {
 		jv_free(body);
 		return jv_invalid();
@@ -255,8 +192,7 @@ execute(const struct nyx_chronod_req *rq, struct nyx_chronod_resp *rs)
 	struct nyx_sandbox_result res;
 	struct nyx_err err = NYX_ERR_ZERO;
 	struct nyx_cred cred;
-	jv body, lang, script, env, out, o;
-	char **extra = NULL;
+	jv body, lang, script, out, o;
 	int timeout = 180;
 
 	if (check_delegation(rq, "sandbox:execute", NULL, 0, rs) < 0)
@@ -270,14 +206,11 @@ execute(const struct nyx_chronod_req *rq, struct nyx_chronod_resp *rs)
 	}
 	lang = nyx_json_get(body, "language");
 	script = nyx_json_get(body, "script");
-	env = nyx_json_get(body, "env");
-	extra = env_list(env);
 	memset(&sr, 0, sizeof(sr));
 	sr.language = jv_string_value(lang);
 	sr.source = jv_string_value(script);
 	sr.source_len = (size_t)jv_string_length_bytes(jv_copy(script));
 	sr.timeout_secs = timeout;
-	sr.extra_env = (const char *const *)extra;
 	/* only a forwarded Agent Key is the program's NyxID credential */
 	nyx_cred_classify(rq->authorization, &cred);
 	if (rq->authorization != NULL && cred.kind == NYX_CRED_AGENT_KEY) {
@@ -318,11 +251,9 @@ execute(const struct nyx_chronod_req *rq, struct nyx_chronod_resp *rs)
 	nyx_sandbox_result_free(&res);
 	answer(rs, 200, o);
 out:
-	free_list(extra);
 	jv_free(body);
 	jv_free(lang);
 	jv_free(script);
-	jv_free(env);
 }
 
 /* ---- durable executions ---- */

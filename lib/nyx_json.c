@@ -163,6 +163,26 @@ nyx_json_has(jv obj, const char *key)
 	return nyx_json_kind(obj, key) != JV_KIND_INVALID;
 }
 
+bool
+nyx_json_keys_within(jv obj, const char *const *allowed)
+{
+	bool ok = jv_get_kind(obj) == JV_KIND_OBJECT;
+	int iter;
+
+	for (iter = ok ? jv_object_iter(obj) : -1;
+	     ok && jv_object_iter_valid(obj, iter);
+	     iter = jv_object_iter_next(obj, iter)) {
+		jv k = jv_object_iter_key(obj, iter);
+		size_t i;
+
+		ok = false;
+		for (i = 0; allowed[i] != NULL && !ok; i++)
+			ok = strcmp(jv_string_value(k), allowed[i]) == 0;
+		jv_free(k);
+	}
+	return ok;
+}
+
 int
 nyx_json_bool(jv obj, const char *key)
 {

@@ -52,6 +52,8 @@ int nyx_json_reader_next(
 const char *nyx_json_peek_str(jv obj, const char *key);
 jv_kind nyx_json_kind(jv obj, const char *key); /* JV_KIND_INVALID: absent */
 bool nyx_json_has(jv obj, const char *key);
+/* Whether every key of an object is in the NULL-ended list (borrows). */
+bool nyx_json_keys_within(jv obj, const char *const *allowed);
 /* 1 true, 0 false, -1 absent/null, -2 another kind */
 int nyx_json_bool(jv obj, const char *key);
 

@@ -24,7 +24,7 @@
 #define NOBODY 65534
 #define TS_MODULE "/usr/share/nodejs/typescript/lib/typescript.js"
 #define MAX_ARGS 80
-#define MAX_ENV 48
+#define MAX_ENV 8
 
 /*
  * TypeScript without node's type stripping: transpile with the locally
@@ -437,22 +437,6 @@ supervise(pid_t pid, int out_r, int err_r, int status_r, int timeout_secs,
 	return 0;
 }
 
-/* NAME=VALUE with a plain name that is not server-owned. */
-static bool
-env_allowed(const char *kv)
-{
-	const char *eq = strchr(kv, '=');
-	const char *p;
-
-	if (eq == NULL || eq == kv || strncmp(kv, "NYXID_", 6) == 0)
-		return false;
-	for (p = kv; p < eq; p++)
-		if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
-		        (*p >= '0' && *p <= '9') || *p == '_'))
-			return false;
-	return true;
-}
-
 int
 nyx_sandbox_run(const struct nyx_sandbox_req *rq,
     struct nyx_sandbox_result *res, struct nyx_err *err)
@@ -537,17 +521,18 @@ nyx_sandbox_run(const struct nyx_sandbox_req *rq,
 		goto out;
 	}
 
-	/* the environment, built here so no value ever reaches argv */
+	/*
+	 * bwrap starts on the host with this fixed environment and passes it
+	 * on: no name or value of a caller's ever reaches the host side,
+	 * where the dynamic loader honours LD_PRELOAD, GCONV_PATH,
+	 * GLIBC_TUNABLES and friends.  The values travel in the environment,
+	 * not as --setenv, because argv is world-readable in /proc and
+	 * NYXID_API_KEY is a credential.
+	 */
 	envp[envc++] = (char *)"PATH=/usr/local/bin:/usr/bin:/bin";
 	envp[envc++] = (char *)"HOME=/sandbox";
 	envp[envc++] = (char *)"LANG=C.UTF-8";
 	envp[envc++] = (char *)"TMPDIR=/tmp";
-	for (i = 0; rq->extra_env != NULL && rq->extra_env[i] != NULL &&
-	     envc < MAX_ENV - 3;
-	     i++)
-		if (env_allowed(rq->extra_env[i]))
-			envp[envc++] = (char *)rq->extra_env[i];
-	/* server-owned variables come last and cannot be overridden */
 	if (rq->nyxid_api_key != NULL) {
 		snprintf(
 		    keyv, sizeof(keyv), "NYXID_API_KEY=%s", rq->nyxid_api_key);

@@ -4,9 +4,10 @@
  * bubblewrap gives the program no network, a read-only /usr, its source
  * read-only at /code, an empty writable /sandbox (its working directory
  * and HOME), a fresh /tmp, no view of host processes or the caller's
- * files, and a cleared environment (PATH, HOME, LANG, TMPDIR, plus the
- * server-owned NYXID_API_KEY and NYXID_BASE_URL when given, which a
- * caller's variables can never override).  It runs in a process group of
+ * files, and a fixed environment (PATH, HOME, LANG, TMPDIR, plus the
+ * server-owned NYXID_API_KEY and NYXID_BASE_URL when given); bwrap itself
+ * starts with that environment, so nothing a caller names reaches the
+ * host side.  It runs in a process group of
  * its own with resource limits; at the wall-clock timeout the whole group
  * is killed.  stdout and stderr are each kept up to 1 MiB; the rest is
  * drained and discarded and the truncation flagged.  When run as root the
@@ -37,8 +38,6 @@ struct nyx_sandbox_req {
 	int timeout_secs;
 	const char *nyxid_api_key; /* NULL: not injected */
 	const char *nyxid_base_url; /* NULL: not injected */
-	/* caller-supplied NAME=VALUE pairs; NYXID_* names are ignored */
-	const char *const *extra_env;
 	/* when set and it becomes non-zero, the run is killed (cancelled) */
 	const volatile int *cancel;
 };

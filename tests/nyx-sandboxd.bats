@@ -366,12 +366,16 @@ PY42='{"language":"python","script":"print(6*7)","timeout_secs":10}'
 
 @test "Chrono: NYXID_API_KEY is the forwarded Agent Key and cannot be overridden" {
 	reset_world "$FIX/code-exec/routes.yaml"
-	body='{"language":"bash","script":"echo \"$NYXID_API_KEY|$NYXID_BASE_URL|$OTHER\"","timeout_secs":10,"env":{"NYXID_API_KEY":"evil","NYXID_BASE_URL":"http://evil","OTHER":"ok"}}'
+	body='{"language":"bash","script":"echo \"$NYXID_API_KEY|$NYXID_BASE_URL\"","timeout_secs":10}'
 	run -0 proxy "$ALICE_AGENT" "/api/v1/proxy/s/chrono-sandbox/execute?_nyxid_via=us-1" -d "$body"
-	[ "$(body_of | jq -r .output.stdout)" = "$ALICE_AGENT|$NYX_TEST_BASE|ok" ]
+	[ "$(body_of | jq -r .output.stdout)" = "$ALICE_AGENT|$NYX_TEST_BASE" ]
 	# a user bearer is forwarded but never injected
 	run -0 proxy "$ALICE" "/api/v1/proxy/s/chrono-sandbox/execute?_nyxid_via=us-1" -d "$body"
-	[ "$(body_of | jq -r .output.stdout)" = "||ok" ]
+	[ "$(body_of | jq -r .output.stdout)" = "|" ]
+	# a caller's env cannot even name them: the request is refused
+	run -0 proxy "$ALICE_AGENT" "/api/v1/proxy/s/chrono-sandbox/execute?_nyxid_via=us-1" \
+		-d '{"language":"bash","script":"echo x","env":{"NYXID_API_KEY":"evil"}}'
+	[ "$(status_of)" = 400 ]
 }
 
 @test "Chrono: invalid requests are INVALID_REQUEST, unknown paths 404" {
@@ -379,7 +383,7 @@ PY42='{"language":"python","script":"print(6*7)","timeout_secs":10}'
 	for b in 'not json' '{"language":"cobol","script":"x","timeout_secs":5}' \
 		'{"language":"python","script":1}' '{"language":"python","script":"x","timeout_secs":0}' \
 		'{"language":"python","script":"x","timeout_secs":2.5}' '{"language":"python","script":"x","files":[]}' \
-		'{"language":"python","script":"x","env":{"A":1}}'; do
+		'{"language":"python","script":"x","env":{"A":"1"}}' '{"language":"python","script":"x","y":1}'; do
 		run -0 proxy "$ALICE" "/api/v1/proxy/s/chrono-sandbox/execute?_nyxid_via=us-1" -d "$b"
 		[ "$(status_of)" = 400 ]
 		body_of | jq -e '.error.code=="INVALID_REQUEST"'

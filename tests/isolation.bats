@@ -1,0 +1,89 @@
+#!/usr/bin/env bats
+# The sandbox against a hostile program or request (WIRE 6, PRODUCT 11):
+# each test tries an escape and asserts it failed and the host is clean.
+
+load helpers/common
+load helpers/tokens
+load helpers/sandboxd
+
+setup_file() {
+	# a variable of the server's own environment must not reach a program
+	NYX_ISOLATION_CANARY=leaked sandboxd_start "$BATS_TEST_DIRNAME/fixtures/worlds/principals.yaml"
+	# a world-readable place the unprivileged sandbox user can reach
+	EVIL_DIR=$(mktemp -d /tmp/nyx-isolation.XXXXXX)
+	chmod 0755 "$EVIL_DIR"
+	mkdir -m 1777 "$EVIL_DIR/out"
+	MARKER="$EVIL_DIR/out/escaped"
+	cc -shared -fPIC -O1 -DMARKER="\"$MARKER\"" \
+		-o "$EVIL_DIR/evil.so" "$FIX/isolation/preload.c"
+	chmod 0755 "$EVIL_DIR/evil.so"
+	export EVIL_DIR MARKER
+}
+
+teardown_file() {
+	sandboxd_stop
+	rm -rf "$EVIL_DIR"
+}
+
+setup() {
+	common_setup
+	reset_world "$FIX/code-exec/routes.yaml"
+	rm -f "$MARKER"
+}
+
+# post AS PATH BODY: a proxied Chrono call; prints the body, then the status.
+post() {
+	curl -s -w '\n%{http_code}' -X POST -H "Authorization: Bearer $1" \
+		-H 'Content-Type: application/json' \
+		-H "Idempotency-Key: tool:v1:operation:$(printf '%s' "$3" | sha256sum | cut -c1-64)" \
+		"$NYX_TEST_BASE/api/v1/proxy/s/chrono-sandbox/$2?_nyxid_via=us-1" -d "$3"
+}
+
+status_of() { printf '%s\n' "$output" | tail -n 1; }
+body_of() { printf '%s\n' "$output" | sed '$d'; }
+
+# The regression test of the review's escape: a request's env reached the
+# environment bwrap starts with on the host, so LD_PRELOAD ran code there.
+@test "escape: LD_PRELOAD, GCONV_PATH, GLIBC_TUNABLES in a request never reach the host" {
+	local v body
+	for v in "LD_PRELOAD:$EVIL_DIR/evil.so" "LD_LIBRARY_PATH:$EVIL_DIR" \
+		"GCONV_PATH:$EVIL_DIR" "GLIBC_TUNABLES:glibc.malloc.check=3" \
+		"LD_AUDIT:$EVIL_DIR/evil.so"; do
+		body=$(jq -cn --arg k "${v%%:*}" --arg v "${v#*:}" \
+			'{language:"bash",script:"echo ran",timeout_secs:10,env:{($k):$v}}')
+		for path in execute executions; do
+			run -0 post "$ALICE" "$path" "$body"
+			[ "$(status_of)" = 400 ]
+			body_of | jq -e '.error.code=="INVALID_REQUEST"'
+		done
+	done
+	[ ! -e "$MARKER" ]
+	run -0 requests
+	not grep -q HOST-ESCAPE <<<"$output"
+	# and the server is still serving programs
+	run -0 post "$ALICE" execute '{"language":"bash","script":"echo ok","timeout_secs":10}'
+	[ "$(status_of)" = 200 ]
+	body_of | jq -e '.output.stdout=="ok\n" and (.output.stderr|contains("HOST-ESCAPE")|not)'
+	[ ! -e "$MARKER" ]
+}
+
+@test "escape: the program starts with the allow-listed environment only" {
+	# nothing of the server's environment or the request: PATH HOME LANG
+	# TMPDIR, and the PWD bwrap sets for --chdir
+	run -0 post "$ALICE" execute '{"language":"python","script":"import os; print(sorted(os.environ))","timeout_secs":10}'
+	[ "$(status_of)" = 200 ]
+	body_of | jq -e '.output.stdout | test("^\\[(\u0027(HOME|LANG|PATH|PWD|TMPDIR)\u0027(, )?)+\\]\n$")'
+}
+
+@test "requests: unknown fields and files are INVALID_REQUEST" {
+	for b in '{"language":"bash","script":"echo x","files":[]}' \
+		'{"language":"bash","script":"echo x","env":{}}' \
+		'{"language":"bash","script":"echo x","cwd":"/"}' \
+		'{"language":"bash","script":"echo x","timeout_secs":5,"x":null}'; do
+		for path in execute executions; do
+			run -0 post "$ALICE" "$path" "$b"
+			[ "$(status_of)" = 400 ]
+			body_of | jq -e '.error.code=="INVALID_REQUEST"'
+		done
+	done
+}
