@@ -34,17 +34,28 @@ $(error missing build dependencies ($(PKGS) $(SRV_PKGS)); run 'sudo make deps')
 endif
 endif
 
-NYX_CPPFLAGS := -Ilib -D_GNU_SOURCE -DOPENSSL_API_COMPAT=30000 \
+NYX_CPPFLAGS := -Ilib -Icmd -D_GNU_SOURCE -DOPENSSL_API_COMPAT=30000 \
 	-DOPENSSL_NO_DEPRECATED
 NYX_CFLAGS := -std=c11 -O2 -g -Wall -Wextra -Wshadow -Wformat=2 \
 	-Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter \
 	-fstack-protector-strong $(WERROR) \
-	$(shell $(PKG_CONFIG) --cflags $(PKGS) $(SRV_PKGS) 2>/dev/null)
+	$(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null) $(JQ_LIBS)
+# libmicrohttpd is nyx-sandboxd's alone: only its own part compiles and
+# links with it.
+SRV_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(SRV_PKGS) 2>/dev/null)
 SRV_LIBS := $(shell $(PKG_CONFIG) --libs $(SRV_PKGS) 2>/dev/null) -lpthread
 
+# Three layers: libnyx.a (lib/, the domain, never prints), libtool.a
+# (cmd/tool/, the program layer: options, records, reporting) and the
+# server's own part (cmd/nyx-sandboxd/, built only into nyx-sandboxd and
+# the unit tests named test_sandboxd_*).
 LIBSRC := $(wildcard lib/nyx_*.c)
 LIBOBJ := $(patsubst %.c,$(O)/obj/%.o,$(LIBSRC))
+TOOLSRC := $(wildcard cmd/tool/*.c)
+TOOLOBJ := $(patsubst %.c,$(O)/obj/%.o,$(TOOLSRC))
+SRVSRC := $(wildcard cmd/nyx-sandboxd/*.c)
+SRVOBJ := $(patsubst %.c,$(O)/obj/%.o,$(SRVSRC))
 UNITSRC := $(wildcard tests/unit/test_*.c)
 UNITBIN := $(patsubst tests/unit/%.c,$(O)/tests/%,$(UNITSRC))
 
@@ -55,26 +66,44 @@ $(O)/obj/%.o: %.c
 	@$(QCC) CC $<
 	$(Q)$(CC) $(NYX_CPPFLAGS) $(CPPFLAGS) $(NYX_CFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
 
+$(SRVOBJ) $(O)/obj/cmd/nyx-sandboxd.o: NYX_CFLAGS += $(SRV_CFLAGS)
+
 $(O)/libnyx.a: $(LIBOBJ)
 	@$(QCC) AR $@
-	$(Q)$(AR) rcs $@ $^
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
-$(O)/bin/nyx-sandboxd: $(O)/obj/cmd/nyx-sandboxd.o $(O)/libnyx.a
+$(O)/libtool.a: $(TOOLOBJ)
+	@$(QCC) AR $@
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
+$(O)/libsandboxd.a: $(SRVOBJ)
+	@$(QCC) AR $@
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
+$(O)/bin/nyx-sandboxd: $(O)/obj/cmd/nyx-sandboxd.o $(O)/libsandboxd.a \
+    $(O)/libtool.a $(O)/libnyx.a
 	@mkdir -p $(@D)
 	@$(QCC) LD $@
 	$(Q)$(CC) $(NYX_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(SRV_LIBS) $(LIBS) $(LDLIBS)
 
-$(O)/bin/%: $(O)/obj/cmd/%.o $(O)/libnyx.a
+$(O)/bin/%: $(O)/obj/cmd/%.o $(O)/libtool.a $(O)/libnyx.a
 	@mkdir -p $(@D)
 	@$(QCC) LD $@
 	$(Q)$(CC) $(NYX_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS) $(LDLIBS)
+
+$(O)/tests/test_sandboxd_%: $(O)/obj/tests/unit/test_sandboxd_%.o \
+    $(O)/libsandboxd.a $(O)/libnyx.a
+	@mkdir -p $(@D)
+	@$(QCC) LD $@
+	$(Q)$(CC) $(NYX_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(SRV_LIBS) $(LIBS) $(LDLIBS)
 
 $(O)/tests/%: $(O)/obj/tests/unit/%.o $(O)/libnyx.a
 	@mkdir -p $(@D)
 	@$(QCC) LD $@
 	$(Q)$(CC) $(NYX_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS) $(LDLIBS)
 
--include $(LIBOBJ:.o=.d) $(PROGS:%=$(O)/obj/cmd/%.d) $(UNITSRC:tests/unit/%.c=$(O)/obj/tests/unit/%.d)
+-include $(LIBOBJ:.o=.d) $(TOOLOBJ:.o=.d) $(SRVOBJ:.o=.d) \
+    $(PROGS:%=$(O)/obj/cmd/%.d) $(UNITSRC:tests/unit/%.c=$(O)/obj/tests/unit/%.d)
 .SECONDARY:
 
 # ---- tests ----
@@ -106,16 +135,22 @@ valgrind-check: all
 
 # ---- lint ----
 BANNED := sprintf|vsprintf|strcpy|strcat|strncat|strncpy|gets|strtok|atoi|atol|atof|system|popen|signal
-CSRC := $(wildcard cmd/*.c lib/*.c lib/*.h tests/unit/*.c tests/unit/*.h bench/*.c)
+CSRC := $(wildcard cmd/*.c cmd/*/*.c cmd/*/*.h lib/*.c lib/*.h tests/unit/*.c \
+	tests/unit/*.h tests/fixtures/*/*.c bench/*.c)
 SHSRC := $(wildcard tests/helpers/*.bash bench/*.sh examples/*.sh .ci/run) completions/bash/nyx
 lint:
 	clang-format --dry-run -Werror $(CSRC)
 	cppcheck -q --error-exitcode=1 --std=c11 --enable=warning,portability \
-	    --inline-suppr --suppress=missingIncludeSystem -Ilib $(CSRC)
+	    --inline-suppr --suppress=missingIncludeSystem -Ilib -Icmd $(CSRC)
 	shellcheck -s bash $(SHSRC)
 	mandoc -Tlint -Wwarning man/*
 	@if grep -nEw '($(BANNED))[[:space:]]*\(' $(CSRC) | grep -v 'lint-ok'; then \
 	    echo 'banned function used (see STYLE.md)'; exit 1; fi
+	@# lib/ is the domain: it never writes to stdout, never exits, never
+	@# includes the program layer (nyx_log is its one voice, on stderr)
+	@if grep -nE '(^|[^_.[:alnum:]])(printf|puts|putchar|exit)[[:space:]]*\(|[(,][[:space:]]*stdout[[:space:]]*[,)]|#include "(tool|nyx-sandboxd)/' \
+	    lib/*.c lib/*.h | grep -v 'lint-ok'; then \
+	    echo 'lib/ writes to stdout, exits or reaches into cmd/ (see STYLE.md)'; exit 1; fi
 	@echo lint clean
 
 # ---- demo: the main job on the embedded default (a local nyx-sandboxd) ----

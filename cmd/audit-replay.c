@@ -12,7 +12,7 @@
 
 #include "nyx_audit.h"
 #include "nyx_buf.h"
-#include "nyx_cli.h"
+#include "tool/cli.h"
 #include "nyx_config.h"
 #include "nyx_err.h"
 #include "nyx_json.h"

@@ -10,11 +10,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "nyx_admit.h"
+#include "tool/admit.h"
 #include "nyx_audit.h"
 #include "nyx_buf.h"
 #include "nyx_chrono.h"
-#include "nyx_cli.h"
+#include "tool/cli.h"
 #include "nyx_config.h"
 #include "nyx_cred.h"
 #include "nyx_err.h"

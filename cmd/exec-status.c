@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "nyx_audit.h"
-#include "nyx_cli.h"
+#include "tool/cli.h"
 #include "nyx_config.h"
 #include "nyx_cred.h"
 #include "nyx_durable.h"

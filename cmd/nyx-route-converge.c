@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "nyx_cli.h"
+#include "tool/cli.h"
 #include "nyx_config.h"
 #include "nyx_converge.h"
 #include "nyx_cred.h"

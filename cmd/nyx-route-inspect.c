@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "nyx_buf.h"
-#include "nyx_cli.h"
+#include "tool/cli.h"
 #include "nyx_config.h"
 #include "nyx_cred.h"
 #include "nyx_err.h"

@@ -10,11 +10,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "nyx_cli.h"
+#include "tool/cli.h"
 #include "nyx_config.h"
 #include "nyx_err.h"
 #include "nyx_log.h"
-#include "nyx_srv.h"
+#include "nyx-sandboxd/srv.h"
 #include "nyx_time.h"
 
 enum {

@@ -11,16 +11,15 @@
 #define NYX_JSON_MAX_DOC (64u * 1024 * 1024)
 
 int
-nyx_json_emit(jv v, bool pretty)
+nyx_json_write(jv v, FILE *f, bool pretty)
 {
 	int flags = JV_PRINT_SORTED;
 
 	if (pretty)
 		flags |= JV_PRINT_PRETTY | JV_PRINT_INDENT_FLAGS(2);
 	errno = 0;
-	jv_dumpf(v, stdout, flags);
-	if (fputc('\n', stdout) == EOF || fflush(stdout) == EOF ||
-	    ferror(stdout)) {
+	jv_dumpf(v, f, flags);
+	if (fputc('\n', f) == EOF || fflush(f) == EOF || ferror(f)) {
 		if (errno == 0)
 			errno = EIO;
 		return -1;

@@ -1,11 +1,12 @@
 /*
  * nyx_json: NDJSON in and out on libjq's jv, our data model.
  *
- * Ownership follows libjq everywhere: a function consumes the jv it is
- * given; keep one with jv_copy().  Getters named *_peek_* borrow: the
- * pointer they return lives as long as the object passed in.  Every getter
- * checks the kind first, because jv asserts on the wrong kind and input is
- * hostile.
+ * Ownership, as the code works: sinks (nyx_json_write, nyx_json_dump)
+ * consume the jv they are given, as libjq's builders do; keep one with
+ * jv_copy().  Getters borrow: nyx_json_get returns a new reference and
+ * leaves the object alone, *_peek_* return a pointer that lives as long as
+ * the object passed in.  Every getter checks the kind first, because jv
+ * asserts on the wrong kind and input is hostile.
  *
  * Output is one compact document per line with sorted keys (or indented
  * with --pretty).  Input is read with the streaming parser, so one document
@@ -23,8 +24,12 @@
 
 #include "nyx_err.h"
 
-/* Emit one record on stdout (consumes v).  0, or -1 with errno set. */
-int nyx_json_emit(jv v, bool pretty);
+/*
+ * Write one record and a newline to f, flushed (consumes v).  0, or -1
+ * with errno set.  The programs' record sink (cmd/tool/cli.c) passes
+ * stdout; lib/ itself never writes there.
+ */
+int nyx_json_write(jv v, FILE *f, bool pretty);
 
 /* Compact, sorted serialisation into a new heap string (consumes v). */
 char *nyx_json_dump(jv v);

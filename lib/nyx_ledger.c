@@ -130,8 +130,8 @@ ensure_dir(const char *path, struct nyx_err *err)
  * sync, a busy timeout. The file is made 0600 before SQLite touches it, so
  * the -wal and -shm files SQLite creates beside it copy that mode.
  */
-static int
-db_open(const char *path, sqlite3 **db)
+int
+nyx_ledger_sqlite_open(const char *path, struct sqlite3 **db)
 {
 	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 
@@ -233,7 +233,7 @@ nyx_ledger_open(
 	make_parents(l->dir);
 	if (ensure_dir(l->dir, err) < 0 || ensure_dir(l->secrets, err) < 0)
 		goto fail;
-	if (db_open(path, &l->db) < 0) {
+	if (nyx_ledger_sqlite_open(path, &l->db) < 0) {
 		db_fail(l, err, "open");
 		goto fail;
 	}
@@ -1133,75 +1133,4 @@ nyx_ledger_approval_args(struct nyx_ledger *l, const struct nyx_approval *a,
 	snprintf(op.secret_sha256, sizeof(op.secret_sha256), "%s",
 	    a->arguments_sha256);
 	return nyx_ledger_read_secret(l, &op, out, err);
-}
-
-/* ---- the provider's operation store ---- */
-
-struct nyx_store {
-	sqlite3 *db;
-};
-
-static int
-store_fail(struct nyx_store *s, struct nyx_err *err, const char *what)
-{
-	return nyx_err_set(err, NYX_EXIT_CANTCREAT, "store_failed",
-	    "the operation store: %s: %s", what,
-	    s->db ? sqlite3_errmsg(s->db) : strerror(errno));
-}
-
-int
-nyx_store_open(const char *path, struct nyx_store **out, struct nyx_err *err)
-{
-	struct nyx_store *s = calloc(1, sizeof(*s));
-
-	*out = NULL;
-	if (s == NULL)
-		return nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
-	if (db_open(path, &s->db) < 0 ||
-	    sqlite3_exec(s->db,
-	        "CREATE TABLE IF NOT EXISTS executions (id TEXT PRIMARY KEY, "
-	        "doc TEXT NOT NULL)",
-	        NULL, NULL, NULL) != SQLITE_OK) {
-		store_fail(s, err, path);
-		nyx_store_close(s);
-		return -1;
-	}
-	*out = s;
-	return 0;
-}
-
-void
-nyx_store_close(struct nyx_store *s)
-{
-	if (s == NULL)
-		return;
-	sqlite3_close(s->db);
-	free(s);
-}
-
-int
-nyx_store_put(
-    struct nyx_store *s, const char *id, const char *doc, struct nyx_err *err)
-{
-	sqlite3_stmt *st;
-	int rc;
-
-	if (sqlite3_prepare_v2(s->db,
-	        "INSERT OR REPLACE INTO executions (id, doc) VALUES (?, ?)", -1,
-	        &st, NULL) != SQLITE_OK)
-		return store_fail(s, err, "put");
-	bind_text(st, 1, id);
-	bind_text(st, 2, doc);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	return rc == SQLITE_DONE ? 0 : store_fail(s, err, "put");
-}
-
-int
-nyx_store_load(struct nyx_store *s, char ***docs, struct nyx_err *err)
-{
-	return strings_of(s->db, "SELECT doc FROM executions ORDER BY id", NULL,
-	           docs) == 0
-	    ? 0
-	    : store_fail(s, err, "load");
 }

@@ -224,19 +224,11 @@ int nyx_ledger_approval_args(struct nyx_ledger *l, const struct nyx_approval *a,
     struct nyx_buf *out, struct nyx_err *err);
 
 /*
- * The provider side: nyx-sandboxd's operation store (--store), one JSON
- * document per operation in a SQLite file (WAL), so operations and their
- * retained results survive a server restart.
+ * Open (creating) a SQLite file the way every SQLite file of the project
+ * is opened: made 0600 first (SQLite's -wal and -shm copy that mode), WAL,
+ * full sync, a busy timeout.  0, or -1 (errno or the handle's message).
  */
-struct nyx_store;
-
-int nyx_store_open(
-    const char *path, struct nyx_store **out, struct nyx_err *err);
-void nyx_store_close(struct nyx_store *s);
-/* Insert or replace the document of one operation. */
-int nyx_store_put(
-    struct nyx_store *s, const char *id, const char *doc, struct nyx_err *err);
-/* Every document, as a NULL-terminated heap array (nyx_ledger_free_list). */
-int nyx_store_load(struct nyx_store *s, char ***docs, struct nyx_err *err);
+struct sqlite3;
+int nyx_ledger_sqlite_open(const char *path, struct sqlite3 **db);
 
 #endif

@@ -198,3 +198,18 @@ EOF2
 	[[ $stderr == *"unknown option '--bogus=[redacted]'"* ]]
 	[[ $stderr != *"$jwt"* ]]
 }
+
+@test "the client programs link without libmicrohttpd; the server does" {
+	local p bin
+	for p in "${PROGS[@]}"; do
+		bin=$NYX_BIN/$p
+		# the valgrind run wraps each program in a script: nothing to ldd
+		head -c 4 "$bin" | grep -q ELF || skip "not an ELF binary: $bin"
+		run -0 ldd "$bin"
+		if [ "$p" = nyx-sandboxd ]; then
+			assert_output --partial libmicrohttpd
+		else
+			refute_output --partial libmicrohttpd
+		fi
+	done
+}

@@ -8,8 +8,13 @@ load helpers/common
 	refute_output --partial "not ok"
 }
 
-@test "plumbing unit tests (credentials, redaction, time, digests, YAML, faults)" {
+@test "plumbing unit tests (credentials, redaction, time, digests, YAML)" {
 	run -0 "$NYX_TESTBIN/test_plumbing"
+	refute_output --partial "not ok"
+}
+
+@test "nyx-sandboxd fault plan unit tests (parse, nth/count matching)" {
+	run -0 "$NYX_TESTBIN/test_sandboxd_fault"
 	refute_output --partial "not ok"
 }
 

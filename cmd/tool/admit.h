@@ -1,10 +1,10 @@
 /*
- * nyx_admit: the route an execution runs on, shared by code-exec and
+ * admit: the route an execution runs on, shared by code-exec and
  * codex-exec.  An admitted route.admission record on stdin pins the exact
  * UserService (checked against its digest and the configured base URL; a
  * stale one is re-resolved for its id); without one the route is resolved
  * read-only as nyx-route-inspect does.  A blocked or error record on
- * stdin is passed through.  Like nyx_cli, this writes stdout and is only
+ * stdin is passed through.  Like cli.h, this writes stdout and is only
  * called from cmd/.
  */
 #ifndef NYX_ADMIT_H

@@ -1,4 +1,4 @@
-#include "nyx_srv.h"
+#include "srv.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -16,14 +16,14 @@
 #include <microhttpd.h>
 
 #include "nyx_buf.h"
-#include "nyx_chronod.h"
+#include "chronod.h"
 #include "nyx_config.h"
-#include "nyx_fault.h"
+#include "fault.h"
 #include "nyx_hash.h"
 #include "nyx_json.h"
 #include "nyx_log.h"
 #include "nyx_time.h"
-#include "nyx_world.h"
+#include "world.h"
 
 #define REQ_BODY_MAX (8u * 1024 * 1024)
 #define LOG_MAX 200000

@@ -1,5 +1,5 @@
 /*
- * nyx_fault: scripted fault plans for nyx-sandboxd.
+ * fault: scripted fault plans for nyx-sandboxd.
  *
  * A plan is a list of rules.  A rule matches a request by method (or any)
  * and a path glob (fnmatch, '*' crosses '/'); among the matches it fires

@@ -1,5 +1,5 @@
 /*
- * nyx_chronod: the Chrono Sandbox API behind nyx-sandboxd's NyxID proxy.
+ * chronod: the Chrono Sandbox API behind nyx-sandboxd's NyxID proxy.
  *
  * It sees what NyxID forwards: the caller's bearer (only when the route
  * forwards it) and the X-NyxID-Delegation-Token NyxID minted with the
@@ -14,7 +14,7 @@
  * /executions/{id} with ETag and If-None-Match, .../result, .../cancel)
  * keeps one record per operation, owned by the delegation's user, runs
  * each program on a thread of its own, and persists every change through
- * nyx_store when a store is given: operations and retained results
+ * store.h when a store is given: operations and retained results
  * survive a restart.  An operation that was running when the server
  * stopped is outcome_uncertain after the restart, never run again.
  *

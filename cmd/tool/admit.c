@@ -1,9 +1,9 @@
-#include "nyx_admit.h"
+#include "admit.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "nyx_cli.h"
+#include "cli.h"
 #include "nyx_cred.h"
 #include "nyx_hash.h"
 #include "nyx_inventory.h"

@@ -1,4 +1,4 @@
-#include "nyx_chronod.h"
+#include "chronod.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -11,6 +11,7 @@
 #include "nyx_hash.h"
 #include "nyx_json.h"
 #include "nyx_ledger.h"
+#include "store.h"
 #include "nyx_log.h"
 #include "nyx_sandbox.h"
 #include "nyx_time.h"

@@ -1,5 +1,5 @@
 /*
- * nyx_cli: what every program shares at its edges.
+ * cli: what every program shares at its edges.
  *
  * Start-up (program name, fds 0-2 open, SIGPIPE ignored, a fresh
  * diagnostic id), the common flags of PRODUCT.md section 2 parsed with

@@ -1,5 +1,5 @@
 /*
- * nyx_srv: the HTTP server behind nyx-sandboxd, on libmicrohttpd (the only
+ * srv: the HTTP server behind nyx-sandboxd, on libmicrohttpd (the only
  * file that includes it).
  *
  * One thread per connection, so a delayed answer never stalls another.

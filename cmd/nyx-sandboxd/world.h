@@ -1,5 +1,5 @@
 /*
- * nyx_world: the state nyx-sandboxd serves, and NyxID's rules over it.
+ * world: the state nyx-sandboxd serves, and NyxID's rules over it.
  *
  * A world (YAML, see nyx-sandboxd(8)) holds users, organizations with
  * member roles, tokens (each naming its user and credential kind), and

@@ -1,4 +1,4 @@
-#include "nyx_world.h"
+#include "world.h"
 
 #include <stdio.h>
 #include <stdlib.h>

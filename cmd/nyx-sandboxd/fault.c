@@ -1,4 +1,4 @@
-#include "nyx_fault.h"
+#include "fault.h"
 
 #include <fnmatch.h>
 #include <stdio.h>

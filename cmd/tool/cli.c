@@ -1,4 +1,4 @@
-#include "nyx_cli.h"
+#include "cli.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -227,7 +227,7 @@ nyx_cli_emit(jv rec)
 		jv_free(rec);
 		return -1;
 	}
-	if (nyx_json_emit(rec, pretty) < 0) {
+	if (nyx_json_write(rec, stdout, pretty) < 0) {
 		stdout_failed = true;
 		stdout_errno = errno;
 		return -1;
