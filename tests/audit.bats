@@ -2,35 +2,15 @@
 # The audit trail, stop cancellation and audit-replay (PRODUCT 7, 9;
 # WIRE 7) against a real nyx-sandboxd, a real ledger and audit.jsonl.
 
-load helpers/common
-load helpers/tokens
-load helpers/sandboxd
-
-setup_file() {
-	sandboxd_start "$BATS_TEST_DIRNAME/fixtures/worlds/principals.yaml"
-}
-
-teardown_file() {
-	sandboxd_stop
-}
+load helpers/suite
 
 setup() {
-	common_setup
-	reset_world "$FIX/code-exec/routes.yaml"
-	ALICE_TOK=$(token_file "$ALICE")
-	export NYX_STATE_DIR=$BATS_TEST_TMPDIR/state
-	export NYX_BASE_URL=$NYX_TEST_BASE NYX_TOKEN_FILE=$ALICE_TOK
+	suite_setup "$FIX/code-exec/routes.yaml"
+	durable_env
 	AUDIT=$NYX_STATE_DIR/audit.jsonl
 }
 
-P=/api/v1/proxy/s/chrono-sandbox/executions
-
-rid() { printf 'a-%s-%s' "$BATS_TEST_NUMBER" "$1"; }
-ledger() { sqlite3 "$NYX_STATE_DIR/ledger.db" "$@"; }
 record_for() { jq -c --arg id "$1" 'select(.audit_id==$id)' "$AUDIT"; }
-durable_calls() {
-	requests | jq -r --arg p "$P" 'select(.path|startswith($p)) | .method+" "+(.path|ltrimstr($p)|sub("op_[A-Za-z0-9_-]{32}";"OP"))'
-}
 
 # An audit id computed independently (PRODUCT 9).
 audit_id() {

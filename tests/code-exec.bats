@@ -2,21 +2,10 @@
 # code-exec: the local sandbox (real programs in bubblewrap) and the sync
 # /execute path through a real nyx-sandboxd (WIRE 4 and 6).
 
-load helpers/common
-load helpers/tokens
-load helpers/sandboxd
-
-setup_file() {
-	sandboxd_start "$BATS_TEST_DIRNAME/fixtures/worlds/principals.yaml"
-}
-
-teardown_file() {
-	sandboxd_stop
-}
+load helpers/suite
 
 setup() {
-	common_setup
-	reset_world "$FIX/code-exec/routes.yaml"
+	suite_setup "$FIX/code-exec/routes.yaml"
 	ALICE_TOK=$(token_file "$ALICE")
 	AGENT_TOK=$(token_file "$ALICE_AGENT")
 }

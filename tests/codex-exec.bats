@@ -4,24 +4,11 @@
 # approval, against a real nyx-sandboxd running the Codex runner in the
 # local sandbox.
 
-load helpers/common
-load helpers/tokens
-load helpers/sandboxd
-
-setup_file() {
-	sandboxd_start "$BATS_TEST_DIRNAME/fixtures/worlds/principals.yaml"
-}
-
-teardown_file() {
-	sandboxd_stop
-}
+load helpers/suite
 
 setup() {
-	common_setup
-	reset_world "$FIX/codex/routes.yaml"
-	ALICE_TOK=$(token_file "$ALICE")
-	export NYX_STATE_DIR=$BATS_TEST_TMPDIR/state
-	export NYX_BASE_URL=$NYX_TEST_BASE NYX_TOKEN_FILE=$ALICE_TOK
+	suite_setup "$FIX/codex-exec/routes.yaml"
+	durable_env
 }
 
 CX=/api/v1/proxy/s/chrono-sandbox/codex/execute
@@ -185,7 +172,7 @@ count_path() { requests | jq -s --arg p "$1" 'map(select(.path==$p))|length'; }
 }
 
 @test "NyxID's own approval gate: a blocker with its approve URL; --wait-approval sends once more when approved" {
-	reset_world "$FIX/codex/gated.yaml"
+	reset_world "$FIX/codex-exec/gated.yaml"
 	run -3 --separate-stderr managed -P 'gated task'
 	jq_ok '.error.code=="NYXID_APPROVAL_REQUIRED" and .error.kind=="approval_required" and .exit==3'
 	jq_ok '.error as $e | ($e.request_id|startswith("apr_")) and ($e.approve_url|endswith("/approvals/" + $e.request_id))'

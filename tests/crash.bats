@@ -3,11 +3,11 @@
 # durable run, and restart nyx-sandboxd mid-run; the next exec-status
 # converges with exactly one execution per key and nothing lost.
 
-load helpers/common
-load helpers/tokens
-load helpers/sandboxd
+load helpers/suite
 
-P=/api/v1/proxy/s/chrono-sandbox/executions
+# its own server per test (below), not one per file
+setup_file() { :; }
+teardown_file() { :; }
 
 setup() {
 	common_setup
@@ -25,7 +25,6 @@ teardown() {
 	sandboxd_stop
 }
 
-ledger() { sqlite3 "$NYX_STATE_DIR/ledger.db" "$@"; }
 
 # until CMD...: retry for up to 10 s.
 until_true() {

@@ -3,30 +3,12 @@
 # exec-status against a real nyx-sandboxd, a real ledger and real programs.
 # Every row of WIRE 5 is rehearsed through fault plans.
 
-load helpers/common
-load helpers/tokens
-load helpers/sandboxd
-
-setup_file() {
-	sandboxd_start "$BATS_TEST_DIRNAME/fixtures/worlds/principals.yaml"
-}
-
-teardown_file() {
-	sandboxd_stop
-}
+load helpers/suite
 
 setup() {
-	common_setup
-	reset_world "$FIX/code-exec/routes.yaml"
-	ALICE_TOK=$(token_file "$ALICE")
-	export NYX_STATE_DIR=$BATS_TEST_TMPDIR/state
-	export NYX_BASE_URL=$NYX_TEST_BASE NYX_TOKEN_FILE=$ALICE_TOK
+	suite_setup "$FIX/code-exec/routes.yaml"
+	durable_env
 }
-
-P=/api/v1/proxy/s/chrono-sandbox/executions
-
-# A fresh request id per call site, so operations never collide across tests.
-rid() { printf 'r-%s-%s' "$BATS_TEST_NUMBER" "$1"; }
 
 # The key code-exec must derive, computed independently (PRODUCT 6).
 key_of() {
@@ -38,12 +20,6 @@ sha() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
 # The server's executions for one key digest.
 execs_for() { executions | jq -c --arg k "$1" 'select(.key_sha256==$k)'; }
 
-ledger() { sqlite3 "$NYX_STATE_DIR/ledger.db" "$@"; }
-
-# Requests to the durable API: "METHOD SUFFIX" per line.
-durable_calls() {
-	requests | jq -r --arg p "$P" 'select(.path|startswith($p)) | .method+" "+(.path|ltrimstr($p)|sub("op_[A-Za-z0-9_-]{32}";"OP"))'
-}
 
 @test "durable is the default: one POST with the derived key, polls without it, a real result" {
 	run -0 --separate-stderr code-exec --request-id "$(rid a)" -l python -e 'import time; time.sleep(1.2); print(6*7)'

@@ -2,9 +2,7 @@
 # The sandbox against a hostile program or request (WIRE 6, PRODUCT 11):
 # each test tries an escape and asserts it failed and the host is clean.
 
-load helpers/common
-load helpers/tokens
-load helpers/sandboxd
+load helpers/suite
 
 setup_file() {
 	# a variable of the server's own environment must not reach a program
@@ -26,8 +24,7 @@ teardown_file() {
 }
 
 setup() {
-	common_setup
-	reset_world "$FIX/code-exec/routes.yaml"
+	suite_setup "$FIX/code-exec/routes.yaml"
 	rm -f "$MARKER"
 }
 
@@ -39,8 +36,6 @@ post() {
 		"$NYX_TEST_BASE/api/v1/proxy/s/chrono-sandbox/$2?_nyxid_via=us-1" -d "$3"
 }
 
-status_of() { printf '%s\n' "$output" | tail -n 1; }
-body_of() { printf '%s\n' "$output" | sed '$d'; }
 
 # The regression test of the review's escape: a request's env reached the
 # environment bwrap starts with on the host, so LD_PRELOAD ran code there.

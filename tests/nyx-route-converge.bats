@@ -3,22 +3,12 @@
 # authority, the one write, readback verification and every outcome, with
 # request-log assertions.
 
-load helpers/common
-load helpers/tokens
-load helpers/sandboxd
+load helpers/suite
 
 C=$BATS_TEST_DIRNAME/fixtures/nyx-route-converge
 
-setup_file() {
-	sandboxd_start "$BATS_TEST_DIRNAME/fixtures/worlds/principals.yaml"
-}
-
-teardown_file() {
-	sandboxd_stop
-}
-
 setup() {
-	common_setup
+	suite_setup
 }
 
 # converge AS [args...]

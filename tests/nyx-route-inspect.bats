@@ -2,22 +2,12 @@
 # nyx-route-inspect against a real nyx-sandboxd: classification (WIRE 2),
 # failures, hostile input, credentials, config, offline mode.
 
-load helpers/common
-load helpers/tokens
-load helpers/sandboxd
+load helpers/suite
 
 R=$BATS_TEST_DIRNAME/fixtures/nyx-route-inspect
 
-setup_file() {
-	sandboxd_start "$BATS_TEST_DIRNAME/fixtures/worlds/principals.yaml"
-}
-
-teardown_file() {
-	sandboxd_stop
-}
-
 setup() {
-	common_setup
+	suite_setup
 	export NYX_NOW=2026-12-02T12:00:00Z
 }
 

@@ -2,21 +2,10 @@
 # nyx-sandboxd's own contract: start-up, NyxID's auth rules and envelopes,
 # per-caller views with credential_source, fault plans, request logging.
 
-load helpers/common
-load helpers/tokens
-load helpers/sandboxd
-
-setup_file() {
-	sandboxd_start "$BATS_TEST_DIRNAME/fixtures/worlds/principals.yaml"
-}
-
-teardown_file() {
-	sandboxd_stop
-}
+load helpers/suite
 
 setup() {
-	common_setup
-	reset_world "$FIX/nyx-sandboxd/routes.yaml"
+	suite_setup "$FIX/nyx-sandboxd/routes.yaml"
 }
 
 # get AS PATH: curl as a principal; prints "STATUS BODY".
@@ -25,8 +14,6 @@ get() {
 	curl -s -w '\n%{http_code}' -H "Authorization: Bearer $who" "$NYX_TEST_BASE$path"
 }
 
-status_of() { printf '%s\n' "$output" | tail -n 1; }
-body_of() { printf '%s\n' "$output" | sed '$d'; }
 
 @test "writes its port to --port-file and answers on loopback" {
 	[ -s "$SANDBOXD_DIR/port" ]

@@ -2,20 +2,10 @@
 # End-to-end pipes across the tools: admission flows into repair flows into
 # execution; blocked and error records flow through unchanged.
 
-load helpers/common
-load helpers/tokens
-load helpers/sandboxd
-
-setup_file() {
-	sandboxd_start "$BATS_TEST_DIRNAME/fixtures/worlds/principals.yaml"
-}
-
-teardown_file() {
-	sandboxd_stop
-}
+load helpers/suite
 
 setup() {
-	common_setup
+	suite_setup
 	TOK=$(token_file "$ALICE")
 	export TOK
 }
