@@ -23,6 +23,7 @@
 #include "nyx_json.h"
 #include "nyx_ledger.h"
 #include "nyx_log.h"
+#include "nyx_outcome.h"
 #include "nyx_nyxid.h"
 #include "nyx_route.h"
 #include "nyx_sandbox.h"
@@ -105,7 +106,7 @@ on_opt(int c, const char *arg, void *ctx)
 	case OPT_REQUEST_ID:
 	case OPT_CALL_ID:
 		/* ids travel into the key digest: printable, bounded */
-		if (!nyx_cli_id_ok(arg))
+		if (!nyx_id_safe(arg))
 			nyx_cli_usage("%s takes 1-128 of [A-Za-z0-9_.:-]",
 			    c == OPT_REQUEST_ID ? "--request-id" : "--call-id");
 		if (c == OPT_REQUEST_ID)
@@ -175,15 +176,8 @@ audit_phase(const struct job *j, const char *owner, const char *phase,
 {
 	struct nyx_audit_subject sub = {
 	    "code_execute", "cli", owner, j->request_id, j->call_id};
-	struct nyx_audit_outcome ao = {false, NULL, NULL, 0};
 
-	if (oc != NULL) {
-		ao.success = oc->success;
-		ao.code = oc->code;
-		ao.kind = oc->kind;
-		ao.exit_code = oc->exit;
-	}
-	nyx_audit_note(j->l, &sub, phase, NULL, NULL, oc ? &ao : NULL);
+	nyx_audit_note(j->l, &sub, phase, NULL, NULL, oc);
 }
 
 static const char *
@@ -322,22 +316,6 @@ run_local(const struct opts *o, struct job *j, struct nyx_err *err)
 	return code;
 }
 
-/* The owner part of the key: the token's subject, else a fingerprint. */
-static void
-token_owner(const char *token, char *out, size_t n)
-{
-	struct nyx_cred c;
-	char hex[NYX_SHA256_HEX];
-
-	nyx_cred_classify(token, &c);
-	if (c.subject[0] != '\0') {
-		snprintf(out, n, "%s", c.subject);
-	} else {
-		nyx_sha256_hex(token, strlen(token), hex);
-		snprintf(out, n, "token:%.16s", hex);
-	}
-}
-
 /* POST /execute once, on a fresh connection; never retried. */
 static int
 execute_sync(const struct opts *o, struct nyx_settings *s,
@@ -381,7 +359,7 @@ execute_sync(const struct opts *o, struct nyx_settings *s,
 	req.body_len = strlen(body);
 	req.timeout_ms = (j->timeout_secs + 30) * 1000L;
 	req.fresh_connect = true;
-	token_owner(s->exec_token, owner, sizeof(owner));
+	nyx_cred_owner(s->exec_token, owner, sizeof(owner));
 	audit_phase(j, owner, "admission", NULL);
 	audit_phase(j, owner, "running", NULL);
 	nyx_http_do(http, &req, &resp);
@@ -546,7 +524,7 @@ run_durable(const struct opts *o, struct nyx_settings *s, struct nyx_http *http,
 	int code = -1, got;
 
 	nyx_dur_init(&d);
-	token_owner(s->exec_token, owner, sizeof(owner));
+	nyx_cred_owner(s->exec_token, owner, sizeof(owner));
 	snprintf(d.op.owner, sizeof(d.op.owner), "%s", owner);
 	snprintf(d.op.request_id, sizeof(d.op.request_id), "%s", j->request_id);
 	snprintf(d.op.call_id, sizeof(d.op.call_id), "%s", j->call_id);

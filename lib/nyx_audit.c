@@ -375,14 +375,36 @@ nyx_audit_emit(struct nyx_ledger *l, const char *state_dir, jv rec,
 	return rc;
 }
 
+struct nyx_audit_outcome
+nyx_audit_outcome_of(const struct nyx_exec_outcome *oc)
+{
+	struct nyx_audit_outcome ao;
+
+	ao.success = oc->success;
+	ao.code = oc->code;
+	ao.kind = oc->kind;
+	ao.exit_code = oc->exit;
+	return ao;
+}
+
 int
 nyx_audit_note(struct nyx_ledger *l, const struct nyx_audit_subject *s,
     const char *phase, const char *approval_id, const char *handle,
-    const struct nyx_audit_outcome *outcome)
+    const struct nyx_exec_outcome *oc)
 {
 	struct nyx_err err = NYX_ERR_ZERO;
-	jv rec = nyx_audit_record(s, phase, approval_id, outcome, nyx_now_ms());
-	int rc = jv_is_valid(rec)
+	struct nyx_audit_outcome ao;
+	jv rec;
+	int rc;
+
+	if (oc != NULL)
+		ao = nyx_audit_outcome_of(oc);
+	rec = nyx_audit_record(
+	    s, phase, approval_id, oc ? &ao : NULL, nyx_now_ms());
+	rc = jv_is_valid(rec)
+	    ? nyx_audit_emit(l, nyx_ledger_dir(l), rec, handle, &err)
+	    : -1;
+	rc = jv_is_valid(rec)
 	    ? nyx_audit_emit(l, nyx_ledger_dir(l), rec, handle, &err)
 	    : -1;
 

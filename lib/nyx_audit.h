@@ -28,6 +28,7 @@
 
 #include "nyx_err.h"
 #include "nyx_ledger.h"
+#include "nyx_outcome.h"
 
 #define NYX_AUDIT_ID_MAX 128
 
@@ -53,6 +54,10 @@ struct nyx_audit_outcome {
 	const char *kind;
 	int exit_code; /* the tool's */
 };
+
+/* The audit outcome of an execution outcome (borrows it). */
+struct nyx_audit_outcome nyx_audit_outcome_of(
+    const struct nyx_exec_outcome *oc);
 
 /* The id of a phase ("admission", "running", "terminal",
  * "waiting_approval" with approval_id).  out: NYX_AUDIT_ID_MAX. */
@@ -89,13 +94,13 @@ int nyx_audit_emit(struct nyx_ledger *l, const char *state_dir, jv rec,
     const char *handle, struct nyx_err *err);
 
 /*
- * Build, freeze and append the record of one phase (outcome only for
- * "terminal"); a record that stays frozen is logged as a warning.
- * Returns as nyx_audit_emit().
+ * Build, freeze and append the record of one phase (an outcome only for
+ * "terminal", else NULL); a record that stays frozen is logged as a
+ * warning.  Returns as nyx_audit_emit().
  */
 int nyx_audit_note(struct nyx_ledger *l, const struct nyx_audit_subject *s,
     const char *phase, const char *approval_id, const char *handle,
-    const struct nyx_audit_outcome *outcome);
+    const struct nyx_exec_outcome *oc);
 
 /*
  * Replay one frozen intent: as nyx_audit_emit's result (0, 1, 2, -1);

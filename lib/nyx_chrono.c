@@ -7,21 +7,6 @@
 #include "nyx_err.h"
 #include "nyx_json.h"
 
-void
-nyx_exec_outcome_init(struct nyx_exec_outcome *o)
-{
-	memset(o, 0, sizeof(*o));
-	o->output = jv_invalid();
-	o->child_exit = -1;
-}
-
-void
-nyx_exec_outcome_free(struct nyx_exec_outcome *o)
-{
-	jv_free(o->output);
-	o->output = jv_invalid();
-}
-
 char *
 nyx_chrono_url(
     const char *base, const char *slug, const char *id, const char *path)
@@ -59,67 +44,11 @@ nyx_chrono_execute_body(const char *language, const char *script,
 	return nyx_json_dump(o);
 }
 
-bool
-nyx_diag_id_safe(const char *s)
-{
-	size_t n;
-
-	if (s == NULL)
-		return false;
-	n = strlen(s);
-	if (n < 1 || n > 128)
-		return false;
-	return strspn(s,
-	           "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-	           "0123456789_.:-") == n;
-}
-
 static void
 fail(struct nyx_exec_outcome *o, const char *code, const char *kind,
     const char *message, int exit_code)
 {
-	o->success = false;
-	o->code = code;
-	o->kind = kind;
-	o->message = message;
-	o->exit = exit_code;
-}
-
-/* The diagnostic id at the top level, inside error, or inside body. */
-static void
-take_diag(jv doc, struct nyx_exec_outcome *o)
-{
-	const char *cands[3];
-	jv e = nyx_json_get(doc, "error"), b = nyx_json_get(doc, "body");
-	size_t i;
-
-	cands[0] = nyx_json_peek_str(doc, "diagnostic_id");
-	cands[1] = nyx_json_peek_str(e, "diagnostic_id");
-	cands[2] = nyx_json_peek_str(b, "diagnostic_id");
-	for (i = 0; i < 3; i++)
-		if (nyx_diag_id_safe(cands[i])) {
-			snprintf(o->upstream_diag, sizeof(o->upstream_diag),
-			    "%s", cands[i]);
-			break;
-		}
-	jv_free(e);
-	jv_free(b);
-}
-
-void
-nyx_exec_outcome_completed(struct nyx_exec_outcome *o, jv output, int exit_code)
-{
-	jv_free(o->output);
-	o->output = output;
-	o->child_exit = exit_code;
-	if (exit_code == 0) {
-		o->success = true;
-		o->exit = NYX_EXIT_OK;
-		o->code = o->kind = o->message = NULL;
-	} else {
-		fail(o, "EXECUTION_FAILED", "execution_failed",
-		    "Code execution exited unsuccessfully.", NYX_EXIT_NO);
-	}
+	nyx_exec_outcome_fail(o, code, kind, message, exit_code);
 }
 
 /* WIRE.md 4.3: a 2xx answer must have exactly this shape. */
@@ -181,39 +110,13 @@ nyx_chrono_classify_output(jv doc, struct nyx_exec_outcome *o)
 			o->message = "Code execution failed.";
 		}
 	}
-	take_diag(doc, o);
+	nyx_outcome_take_diag(o, doc);
 	jv_free(out);
 	jv_free(err);
 	jv_free(so);
 	jv_free(se);
 	jv_free(ec);
 	jv_free(et);
-}
-
-/* error.code at the top level, or one level into a NyxID-style body. */
-static const char *
-upstream_code(jv doc, jv *keep)
-{
-	jv e = nyx_json_get(doc, "error"), b;
-	const char *code = nyx_json_peek_str(e, "code");
-
-	if (code != NULL) {
-		*keep = e;
-		return code;
-	}
-	jv_free(e);
-	b = nyx_json_get(doc, "body");
-	if (jv_get_kind(b) == JV_KIND_STRING) {
-		jv inner = jv_parse(jv_string_value(b));
-
-		jv_free(b);
-		b = inner;
-	}
-	e = nyx_json_get(b, "error");
-	jv_free(b);
-	code = nyx_json_peek_str(e, "code");
-	*keep = e;
-	return code;
 }
 
 static void
@@ -242,41 +145,20 @@ classify_error(long status, jv doc, struct nyx_exec_outcome *o)
 	    {"INTERNAL_ERROR", "transport_unavailable",
 	        "Code execution failed upstream.", NYX_EXIT_TEMPFAIL},
 	};
-	static char proxy_code[32];
-	jv keep = jv_invalid();
-	const char *code = upstream_code(doc, &keep);
+	char buf[96];
+	const char *code = nyx_outcome_upstream_code(doc, buf, sizeof(buf));
 	size_t i;
 
-	take_diag(doc, o);
+	nyx_outcome_take_diag(o, doc);
 	/* NyxID's human approval gate is a typed blocker */
-	if (status == 403 && nyx_json_peek_str(doc, "error") != NULL &&
-	    strcmp(nyx_json_peek_str(doc, "error"), "approval_required") == 0) {
-		const char *rid = nyx_json_peek_str(doc, "request_id");
-		const char *url = nyx_json_peek_str(doc, "approve_url");
-
-		fail(o, "NYXID_APPROVAL_REQUIRED", "approval_required",
-		    "NyxID requires a human approval for this call.",
-		    NYX_EXIT_BLOCKED);
-		if (nyx_diag_id_safe(rid))
-			snprintf(o->approval_request_id,
-			    sizeof(o->approval_request_id), "%s", rid);
-		if (url != NULL && strlen(url) < sizeof(o->approve_url) &&
-		    (strncmp(url, "https://", 8) == 0 ||
-		        strncmp(url, "http://", 7) == 0) &&
-		    strpbrk(url, " \"<>\\") == NULL)
-			snprintf(
-			    o->approve_url, sizeof(o->approve_url), "%s", url);
-		jv_free(keep);
+	if (nyx_outcome_approval_required(o, status, doc))
 		return;
-	}
 	for (i = 0; code != NULL && i < sizeof(known) / sizeof(known[0]); i++)
 		if (strcmp(code, known[i].code) == 0) {
 			fail(o, known[i].code, known[i].kind, known[i].message,
 			    known[i].exit);
-			jv_free(keep);
 			return;
 		}
-	jv_free(keep);
 	if (status == 401)
 		fail(o, "NYXID_PROXY_UNAUTHORIZED", "admission_denied",
 		    "NyxID rejected the execution credential.",
@@ -292,12 +174,11 @@ classify_error(long status, jv doc, struct nyx_exec_outcome *o)
 		fail(o, "code_execution_timed_out", "timed_out",
 		    "Code execution timed out.", NYX_EXIT_TEMPFAIL);
 	else {
-		snprintf(proxy_code, sizeof(proxy_code), "NYXID_PROXY_HTTP_%ld",
-		    status);
-		fail(o, proxy_code, "transport_unavailable",
+		nyx_exec_outcome_failf(o, "transport_unavailable",
 		    "The code execution call failed.",
 		    (status == 429 || status >= 500) ? NYX_EXIT_TEMPFAIL
-		                                     : NYX_EXIT_PROTOCOL);
+		                                     : NYX_EXIT_PROTOCOL,
+		    "NYXID_PROXY_HTTP_%ld", status);
 	}
 }
 

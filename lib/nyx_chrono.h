@@ -2,9 +2,9 @@
  * nyx_chrono: the Chrono Sandbox execution contract, client side
  * (WIRE.md 4): the proxy URL, the exact /execute body, strict validation
  * of a 2xx answer, and the failure tables that turn any answer into an
- * outcome with a fixed safe message (upstream text is never copied).
- * Classification is pure; the exec.result record is built from an
- * outcome.  An outcome owns its `output` jv; nyx_exec_outcome_free() it.
+ * outcome (nyx_outcome) with a fixed safe message (upstream text is never
+ * copied).  Classification is pure; the exec.result record is built from
+ * an outcome.
  */
 #ifndef NYX_CHRONO_H
 #define NYX_CHRONO_H
@@ -15,24 +15,7 @@
 #include <jv.h>
 
 #include "nyx_http.h"
-
-struct nyx_exec_outcome {
-	bool success;
-	jv output; /* {stdout,stderr,exit_code,...} or invalid */
-	int child_exit; /* the program's exit status; -1 when none */
-	const char *code; /* error code, NULL on success */
-	const char *kind; /* error kind */
-	const char *message; /* fixed text */
-	int exit; /* the tool's exit code */
-	int http_status;
-	char upstream_diag[129]; /* "" when none or unsafe */
-	char approval_request_id[129];
-	char approve_url[512];
-	char provider_phase[32]; /* allow-listed provider phase, or "" */
-};
-
-void nyx_exec_outcome_init(struct nyx_exec_outcome *o);
-void nyx_exec_outcome_free(struct nyx_exec_outcome *o);
+#include "nyx_outcome.h"
 
 /*
  * {base}/api/v1/proxy/s/{slug}/{path}?_nyxid_via={id}, slug and id
@@ -58,13 +41,6 @@ void nyx_chrono_classify_sync(
  * code_execution_response_invalid.
  */
 void nyx_chrono_classify_output(jv doc, struct nyx_exec_outcome *out);
-
-/* Set the outcome of a completed program run (local or remote). */
-void nyx_exec_outcome_completed(
-    struct nyx_exec_outcome *o, jv output, int exit_code);
-
-/* A safe upstream diagnostic id: 1-128 of [A-Za-z0-9_.:-]. */
-bool nyx_diag_id_safe(const char *s);
 
 /* The exec.result record (consumes nothing). */
 jv nyx_exec_result_record(const struct nyx_exec_outcome *o, const char *backend,

@@ -1,6 +1,7 @@
 #include "nyx_cred.h"
 
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -166,5 +167,21 @@ nyx_cred_kind_name(enum nyx_cred_kind k)
 		return "API key";
 	default:
 		return "unrecognised credential";
+	}
+}
+
+void
+nyx_cred_owner(const char *token, char *out, size_t n)
+{
+	struct nyx_cred c;
+	char hex[NYX_SHA256_HEX];
+
+	nyx_cred_classify(token, &c);
+	if (c.subject[0] != '\0') {
+		snprintf(out, n, "%s", c.subject);
+	} else if (nyx_sha256_hex(token, strlen(token), hex) == 0) {
+		snprintf(out, n, "token:%.16s", hex);
+	} else {
+		snprintf(out, n, "token:unknown");
 	}
 }

@@ -8,6 +8,7 @@
 #define NYX_CRED_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "nyx_err.h"
 
@@ -46,5 +47,12 @@ bool nyx_cred_source_readable(const struct nyx_cred *c);
 bool nyx_cred_can_write(const struct nyx_cred *c);
 
 const char *nyx_cred_kind_name(enum nyx_cred_kind k);
+
+/*
+ * The owner a credential acts for, one rule for every program (PRODUCT
+ * 6): the subject (JWT sub, or the Agent Key's public prefix), else
+ * "token:" + the first 16 hex of the token's SHA-256.
+ */
+void nyx_cred_owner(const char *token, char *out, size_t n);
 
 #endif

@@ -272,22 +272,6 @@ provider_code(struct nyx_dur *d, jv doc, const char *dflt)
 	return c;
 }
 
-static void
-take_diag(struct nyx_dur *d, jv doc)
-{
-	jv e = nyx_json_get(doc, "error");
-	const char *a = nyx_json_peek_str(doc, "diagnostic_id");
-	const char *b = nyx_json_peek_str(e, "diagnostic_id");
-
-	if (nyx_diag_id_safe(a))
-		snprintf(
-		    d->oc.upstream_diag, sizeof(d->oc.upstream_diag), "%s", a);
-	else if (nyx_diag_id_safe(b))
-		snprintf(
-		    d->oc.upstream_diag, sizeof(d->oc.upstream_diag), "%s", b);
-	jv_free(e);
-}
-
 static const char *
 proxy_http_code(struct nyx_dur *d, long status)
 {
@@ -308,7 +292,7 @@ classify_failure(
 	long s = r->status;
 
 	d->oc.http_status = (int)s;
-	take_diag(d, doc);
+	nyx_outcome_take_diag(&d->oc, doc);
 	if (r->fail == NYX_HTTP_TOO_LARGE) {
 		settle(d, "durable_code_execution_response_too_large",
 		    "response_too_large",
@@ -456,7 +440,7 @@ apply_submit(
 		pend(d, now, delay, uncertain, NYX_EXIT_TEMPFAIL);
 		return;
 	}
-	take_diag(d, doc);
+	nyx_outcome_take_diag(&d->oc, doc);
 	if (s == 401 || s == 403)
 		settle(d,
 		    s == 401 ? "NYXID_PROXY_UNAUTHORIZED"
@@ -661,7 +645,7 @@ apply_result(
 		return;
 	}
 	jv_free(out);
-	take_diag(d, doc);
+	nyx_outcome_take_diag(&d->oc, doc);
 	if (jv_get_kind(doc) != JV_KIND_OBJECT ||
 	    nyx_json_bool(doc, "success") != 0 ||
 	    (code = provider_code(d, doc, NULL)) == NULL) {
@@ -963,14 +947,10 @@ nyx_dur_persist(struct nyx_ledger *l, struct nyx_dur *d, const char *diag,
 		d->started_with_id = true;
 	}
 	if (settles) {
-		struct nyx_audit_outcome o;
+		struct nyx_audit_outcome o = nyx_audit_outcome_of(&d->oc);
 		jv t;
 
 		doc = nyx_json_dump(nyx_dur_result_record(d, diag));
-		o.success = d->oc.success;
-		o.code = d->oc.code;
-		o.kind = d->oc.kind;
-		o.exit_code = d->oc.exit;
 		t = audited
 		    ? nyx_audit_record(&sub, "terminal", NULL, &o, nyx_now_ms())
 		    : jv_invalid();

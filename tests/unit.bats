@@ -62,3 +62,8 @@ load helpers/common
 	run -73 "$NYX_TESTBIN/test_ledger" open "$d"
 	[[ $output == *ledger_too_new* ]]
 }
+
+@test "codex unit tests (admission, managed and SSH tables, approval gate)" {
+	NYX_TEST_TMP=$BATS_TEST_TMPDIR run -0 "$NYX_TESTBIN/test_codex"
+	refute_output --partial "not ok"
+}

@@ -372,14 +372,3 @@ nyx_cli_emit_blocked(jv rec, int code)
 	nyx_cli_emit(rec);
 	return code;
 }
-
-bool
-nyx_cli_id_ok(const char *s)
-{
-	size_t n = strlen(s);
-
-	return n >= 1 && n <= 128 &&
-	    strspn(s,
-	        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-	        "0123456789_.:-") == n;
-}

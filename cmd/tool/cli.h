@@ -114,7 +114,4 @@ int nyx_cli_emit_blocked(jv rec, int code);
 /* Set when --pretty was given. */
 void nyx_cli_set_pretty(bool pretty);
 
-/* A request or call id: 1-128 of [A-Za-z0-9_.:-]. */
-bool nyx_cli_id_ok(const char *s);
-
 #endif

@@ -1,0 +1,146 @@
+#include "nyx_outcome.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "nyx_err.h"
+#include "nyx_json.h"
+
+void
+nyx_exec_outcome_init(struct nyx_exec_outcome *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->output = jv_invalid();
+	o->child_exit = -1;
+}
+
+void
+nyx_exec_outcome_free(struct nyx_exec_outcome *o)
+{
+	jv_free(o->output);
+	o->output = jv_invalid();
+}
+
+void
+nyx_exec_outcome_fail(struct nyx_exec_outcome *o, const char *code,
+    const char *kind, const char *message, int exit_code)
+{
+	o->success = false;
+	o->code = code;
+	o->kind = kind;
+	o->message = message;
+	o->exit = exit_code;
+}
+
+void
+nyx_exec_outcome_failf(struct nyx_exec_outcome *o, const char *kind,
+    const char *message, int exit_code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(o->code_buf, sizeof(o->code_buf), fmt, ap);
+	va_end(ap);
+	nyx_exec_outcome_fail(o, o->code_buf, kind, message, exit_code);
+}
+
+void
+nyx_exec_outcome_completed(struct nyx_exec_outcome *o, jv output, int exit_code)
+{
+	jv_free(o->output);
+	o->output = output;
+	o->child_exit = exit_code;
+	if (exit_code == 0) {
+		o->success = true;
+		o->exit = NYX_EXIT_OK;
+		o->code = o->kind = o->message = NULL;
+	} else {
+		nyx_exec_outcome_fail(o, "EXECUTION_FAILED", "execution_failed",
+		    "Code execution exited unsuccessfully.", NYX_EXIT_NO);
+	}
+}
+
+bool
+nyx_id_safe(const char *s)
+{
+	size_t n;
+
+	if (s == NULL)
+		return false;
+	n = strlen(s);
+	if (n < 1 || n > 128)
+		return false;
+	return strspn(s,
+	           "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	           "0123456789_.:-") == n;
+}
+
+void
+nyx_outcome_take_diag(struct nyx_exec_outcome *o, jv doc)
+{
+	const char *cands[3];
+	jv e = nyx_json_get(doc, "error"), b = nyx_json_get(doc, "body");
+	size_t i;
+
+	cands[0] = nyx_json_peek_str(doc, "diagnostic_id");
+	cands[1] = nyx_json_peek_str(e, "diagnostic_id");
+	cands[2] = nyx_json_peek_str(b, "diagnostic_id");
+	for (i = 0; i < 3; i++)
+		if (nyx_id_safe(cands[i])) {
+			snprintf(o->upstream_diag, sizeof(o->upstream_diag),
+			    "%s", cands[i]);
+			break;
+		}
+	jv_free(e);
+	jv_free(b);
+}
+
+const char *
+nyx_outcome_upstream_code(jv doc, char *buf, size_t n)
+{
+	jv e = nyx_json_get(doc, "error"), b;
+	const char *c = nyx_json_peek_str(e, "code");
+
+	if (c == NULL) {
+		b = nyx_json_get(doc, "body");
+		if (jv_get_kind(b) == JV_KIND_STRING) {
+			jv inner = jv_parse(jv_string_value(b));
+
+			jv_free(b);
+			b = inner;
+		}
+		jv_free(e);
+		e = nyx_json_get(b, "error");
+		jv_free(b);
+		c = nyx_json_peek_str(e, "code");
+	}
+	if (c != NULL)
+		snprintf(buf, n, "%s", c);
+	jv_free(e);
+	return c != NULL ? buf : NULL;
+}
+
+bool
+nyx_outcome_approval_required(struct nyx_exec_outcome *o, long status, jv doc)
+{
+	const char *what = nyx_json_peek_str(doc, "error");
+	const char *rid, *url;
+
+	if (status != 403 || what == NULL ||
+	    strcmp(what, "approval_required") != 0)
+		return false;
+	rid = nyx_json_peek_str(doc, "request_id");
+	url = nyx_json_peek_str(doc, "approve_url");
+	nyx_exec_outcome_fail(o, "NYXID_APPROVAL_REQUIRED", "approval_required",
+	    "NyxID requires a human approval for this call.", NYX_EXIT_BLOCKED);
+	if (nyx_id_safe(rid))
+		snprintf(o->approval_request_id, sizeof(o->approval_request_id),
+		    "%s", rid);
+	if (url != NULL && strlen(url) < sizeof(o->approve_url) &&
+	    (strncmp(url, "https://", 8) == 0 ||
+	        strncmp(url, "http://", 7) == 0) &&
+	    strpbrk(url, " \"<>\\") == NULL)
+		snprintf(o->approve_url, sizeof(o->approve_url), "%s", url);
+	return true;
+}
