@@ -248,20 +248,20 @@ run_ssh(const struct nyx_common *cm, struct nyx_settings *s,
 	int code = -1;
 
 	nyx_codex_outcome_init(&oc);
-	if (nyx_settings_require_base_url(s, err) < 0 ||
-	    nyx_settings_load_token(cm, s, 0, err) < 0)
+	if (nyx_settings_require_base_url(s, err) < 0)
 		goto out;
-	if (s->token == NULL) {
+	switch (nyx_cred_load(cm, s, NYX_TOKEN_SOURCE, err)) {
+	case 0:
+		break;
+	case 1:
 		nyx_err_set(err, NYX_EXIT_NOPERM,
 		    "codex_execution_credential_unavailable",
 		    "No NyxID token is configured (--token-file, "
-		    "NYX_TOKEN_FILE "
-		    "or NYX_TOKEN).");
+		    "NYX_TOKEN_FILE or NYX_TOKEN).");
+		/* fall through */
+	default:
 		goto out;
 	}
-	nyx_log_add_secret(s->token);
-	if (nyx_cred_check(s->token, err) < 0)
-		goto out;
 	nyx_cred_owner(s->token, owner, sizeof(owner));
 	args = nyx_codex_ssh_arguments(c);
 	if (args == NULL) {

@@ -286,7 +286,7 @@ reconcile(const struct opts *o, const struct nyx_common *cm,
 	char lease[128];
 	int64_t started = nyx_mono_ms();
 	size_t i, n = hs->n, left;
-	int code = NYX_EXIT_OK, rc = -1;
+	int code = NYX_EXIT_OK, rc = -1, got;
 	bool progress = o->wait && isatty(STDERR_FILENO) && cm->quiet == 0;
 
 	if (items == NULL || due == NULL || nyx_ledger_owner(lease) < 0) {
@@ -309,17 +309,14 @@ reconcile(const struct opts *o, const struct nyx_common *cm,
 	if (left > 0) {
 		/* a credential for the ledger's operations, on their host */
 		if (nyx_settings_require_base_url(s, err) < 0 ||
-		    nyx_settings_load_token(cm, s, 1, err) < 0)
+		    (got = nyx_cred_load(cm, s, NYX_TOKEN_EXEC, err)) < 0)
 			goto out;
-		if (s->exec_token == NULL) {
+		if (got == 1) {
 			nyx_err_set(err, NYX_EXIT_NOPERM,
 			    "code_execution_credential_unavailable",
 			    "No execution credential is configured.");
 			goto out;
 		}
-		nyx_log_add_secret(s->exec_token);
-		if (nyx_cred_check(s->exec_token, err) < 0)
-			goto out;
 		http = nyx_http_new();
 		if (http == NULL) {
 			nyx_err_set(

@@ -252,7 +252,6 @@ run(const struct opts *o, const struct nyx_common *cm, struct nyx_err *err)
 	struct nyx_inventory inv = NYX_INVENTORY_ZERO;
 	struct nyx_resolution res;
 	struct nyx_http *http = NULL;
-	struct nyx_cred cred;
 	int code = -1;
 	int64_t observed;
 
@@ -267,22 +266,15 @@ run(const struct opts *o, const struct nyx_common *cm, struct nyx_err *err)
 	} else {
 		struct nyx_nyxid client;
 		struct nyx_read_fail fail;
-		char why[400];
 		int rc;
 
 		memset(&client, 0, sizeof(client));
-		rc = nyx_nyxid_open(
-		    &client, cm, &s, &cred, why, sizeof(why), err);
+		rc = nyx_nyxid_fetch(
+		    &client, cm, &s, &inv, &observed, &fail, err);
 		http = client.http;
 		if (rc < 0)
 			goto out;
 		if (rc == 1) {
-			code = blocked_early(o, NYX_ROUTE_CREDENTIAL_REQUIRED,
-			    why, 0, NYX_EXIT_NOPERM, s.base_url);
-			goto out;
-		}
-		observed = nyx_now_ms();
-		if (nyx_nyxid_read_inventory(&client, &inv, &fail) < 0) {
 			code = blocked_early(o, fail.verdict, fail.message,
 			    fail.http_status, fail.exit, s.base_url);
 			goto out;

@@ -454,17 +454,50 @@ nyx_codex_ssh_command(const struct nyx_codex_call *c)
 	struct nyx_buf b = NYX_BUF_ZERO;
 
 	b.secret = true;
-	if (b64 == NULL ||
-	    nyx_buf_printf(&b,
-	        "p='%s'; { printf '%%s' \"$p\" | base64 --decode 2>/dev/null "
-	        "|| printf '%%s' \"$p\" | base64 -D; } | codex exec -",
-	        b64) < 0) {
+	if (b64 == NULL || nyx_buf_addstr(&b, NYX_CODEX_SSH_PREFIX) < 0 ||
+	    nyx_buf_addstr(&b, b64) < 0 ||
+	    nyx_buf_addstr(&b, NYX_CODEX_SSH_SUFFIX) < 0) {
 		free(b64);
 		nyx_buf_free(&b);
 		return NULL;
 	}
 	free(b64);
 	return nyx_buf_take(&b);
+}
+
+char *
+nyx_codex_ssh_task(const char *cmd, size_t *len)
+{
+	size_t n = strlen(cmd), pl = sizeof(NYX_CODEX_SSH_PREFIX) - 1,
+	       sl = sizeof(NYX_CODEX_SSH_SUFFIX) - 1, bl;
+	const char *b;
+	char *url, *out;
+
+	if (n < pl + sl || strncmp(cmd, NYX_CODEX_SSH_PREFIX, pl) != 0 ||
+	    strcmp(cmd + n - sl, NYX_CODEX_SSH_SUFFIX) != 0)
+		return NULL;
+	b = cmd + pl;
+	bl = n - pl - sl;
+	if (bl == 0 || bl > 8000 || bl % 4 != 0 ||
+	    strspn(b,
+	        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	        "0123456789+/=") < bl)
+		return NULL;
+	/* base64 to base64url, unpadded, for the decoder we have */
+	url = strndup(b, bl);
+	if (url == NULL)
+		return NULL;
+	for (n = 0; n < bl; n++)
+		url[n] = url[n] == '+' ? '-' : url[n] == '/' ? '_' : url[n];
+	while (bl > 0 && url[bl - 1] == '=')
+		url[--bl] = '\0';
+	out = nyx_b64url_decode(url, bl, len);
+	free(url);
+	if (out != NULL && (*len < 1 || *len > NYX_CODEX_PROMPT_MAX)) {
+		free(out);
+		out = NULL;
+	}
+	return out;
 }
 
 char *

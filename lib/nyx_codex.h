@@ -99,8 +99,22 @@ void nyx_codex_classify_managed(const struct nyx_http_resp *r, const char *key,
  */
 char *nyx_codex_ssh_arguments(const struct nyx_codex_call *c);
 
-/* The fixed wrapper command: the prompt only as base64, never quoted in. */
+/*
+ * The fixed wrapper command: the prompt only as base64, never quoted in:
+ * PREFIX <base64> SUFFIX.  The host side (nyx-sandboxd's emulated forced
+ * command) accepts exactly this shape, through nyx_codex_ssh_task().
+ */
+#define NYX_CODEX_SSH_PREFIX "p='"
+#define NYX_CODEX_SSH_SUFFIX                                                   \
+	"'; { printf '%s' \"$p\" | base64 --decode 2>/dev/null || "            \
+	"printf '%s' \"$p\" | base64 -D; } | codex exec -"
 char *nyx_codex_ssh_command(const struct nyx_codex_call *c);
+
+/*
+ * The task a well-formed wrapper command carries (1..6000 bytes, a new
+ * heap buffer of *len bytes), or NULL for any other command.
+ */
+char *nyx_codex_ssh_task(const char *cmd, size_t *len);
 
 /* {"command","principal","timeout_secs"} for POST /ssh/{id}/exec. */
 char *nyx_codex_ssh_body(const struct nyx_codex_call *c);

@@ -17,7 +17,6 @@
 #include "nyx_log.h"
 
 #define CONFIG_MAX_BYTES (1024u * 1024u)
-#define TOKEN_MAX_BYTES (64u * 1024u)
 #define YAML_MAX_DEPTH 64
 
 /* ---- YAML to jv ---- */
@@ -215,10 +214,9 @@ nyx_config_check_perms(
 	return 0;
 }
 
-/* Open and read a file after the permission check. */
-static int
-read_checked(const char *path, bool secret, size_t cap, struct nyx_buf *b,
-    struct nyx_err *err)
+int
+nyx_config_read_file(const char *path, bool secret, size_t cap,
+    struct nyx_buf *b, struct nyx_err *err)
 {
 	int fd, rc = -1;
 
@@ -250,7 +248,7 @@ nyx_yaml_load_file(const char *path, jv *out, struct nyx_err *err)
 	struct nyx_buf b = NYX_BUF_ZERO;
 	int rc;
 
-	if (read_checked(path, false, 256u * 1024 * 1024, &b, err) < 0)
+	if (nyx_config_read_file(path, false, 256u * 1024 * 1024, &b, err) < 0)
 		return -1;
 	rc = nyx_yaml_load_buf(b.data ? b.data : "", b.len, path, out, err);
 	nyx_buf_free(&b);
@@ -411,7 +409,7 @@ load_config_file(const struct nyx_common *c, struct nyx_settings *s, jv *cfg,
 	}
 	if (path == NULL)
 		return nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
-	if (read_checked(path, false, CONFIG_MAX_BYTES, &b, err) < 0) {
+	if (nyx_config_read_file(path, false, CONFIG_MAX_BYTES, &b, err) < 0) {
 		/* a named config that is missing is a configuration error */
 		if (err->exit == NYX_EXIT_NOINPUT)
 			err->exit = NYX_EXIT_CONFIG;
@@ -584,91 +582,6 @@ out:
 	jv_free(prof);
 	jv_free(cfg);
 	return rc;
-}
-
-static int
-read_token_file(const char *path, char **out, struct nyx_err *err)
-{
-	struct nyx_buf b = NYX_BUF_ZERO;
-	char *p = nyx_expand_home(path);
-	int rc;
-
-	if (p == NULL)
-		return nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
-	rc = read_checked(p, true, TOKEN_MAX_BYTES, &b, err);
-	free(p);
-	if (rc < 0)
-		return -1;
-	if (b.len > 0 && b.data[b.len - 1] == '\n') {
-		b.data[--b.len] = '\0';
-		if (b.len > 0 && b.data[b.len - 1] == '\r')
-			b.data[--b.len] = '\0';
-	}
-	if (b.data == NULL)
-		*out = strdup("");
-	else if (strlen(b.data) != b.len) {
-		nyx_buf_free(&b);
-		return nyx_err_set(err, NYX_EXIT_NOPERM,
-		    "code_execution_credential_unavailable",
-		    "the token file holds a NUL byte");
-	} else
-		*out = nyx_buf_take(&b);
-	nyx_buf_free(&b);
-	return *out ? 0 : nyx_err_set(err, NYX_EXIT_OSERR, "oom", "oom");
-}
-
-int
-nyx_settings_load_token(const struct nyx_common *c, struct nyx_settings *s,
-    int which, struct nyx_err *err)
-{
-	const char *flag = which ? c->exec_token_file : c->token_file;
-	const char *fenv = which ? "NYX_EXEC_TOKEN_FILE" : "NYX_TOKEN_FILE";
-	const char *venv = which ? "NYX_EXEC_TOKEN" : "NYX_TOKEN";
-	const char *pkey = which ? "exec_token_file" : "token_file";
-	char **dst = which ? &s->exec_token : &s->token;
-	const char **origin = which ? &s->exec_token_origin : &s->token_origin;
-	const char *v;
-
-	free_secret(dst);
-	if (flag != NULL) {
-		*origin = which ? "--exec-token-file" : "--token-file";
-		return read_token_file(flag, dst, err);
-	}
-	if ((v = envv(fenv)) != NULL) {
-		*origin = fenv;
-		return read_token_file(v, dst, err);
-	}
-	if ((v = getenv(venv)) != NULL) {
-		*origin = venv;
-		*dst = strdup(v);
-		return *dst ? 0
-		            : nyx_err_set(err, NYX_EXIT_OSERR, "oom", "oom");
-	}
-	if ((v = nyx_json_peek_str(s->profile_obj, pkey)) != NULL) {
-		*origin = pkey;
-		return read_token_file(v, dst, err);
-	}
-	if (which == 1) {
-		/* the execution token defaults to the source-readable one */
-		if (s->token == NULL &&
-		    nyx_settings_load_token(c, s, 0, err) < 0)
-			return -1;
-		if (s->token != NULL) {
-			*origin = s->token_origin;
-			*dst = strdup(s->token);
-			return *dst
-			    ? 0
-			    : nyx_err_set(err, NYX_EXIT_OSERR, "oom", "oom");
-		}
-		return 0;
-	}
-	if ((v = getenv("NYXID_API_KEY")) != NULL) {
-		*origin = "NYXID_API_KEY";
-		*dst = strdup(v);
-		return *dst ? 0
-		            : nyx_err_set(err, NYX_EXIT_OSERR, "oom", "oom");
-	}
-	return 0;
 }
 
 int

@@ -17,6 +17,7 @@
 
 #include <jv.h>
 
+#include "nyx_buf.h"
 #include "nyx_err.h"
 
 /* Values of the common flags, as given on the command line (NULL: unset). */
@@ -58,13 +59,13 @@ int nyx_settings_resolve(
     const struct nyx_common *c, struct nyx_settings *s, struct nyx_err *err);
 
 /*
- * Load the source-readable token (which = 0) or the execution token
- * (which = 1) by precedence.  Returns 0 with the token NULL when no source
- * names one; -1 on a refused (78) or unreadable (66) file.  One trailing
- * newline is removed; the shape check is nyx_cred_check().
+ * Open and read a file after the permission check (group- or
+ * world-writable: 78; readable by others and secret: a warning), at most
+ * cap bytes (more: 78).  A secret buffer is wiped when it grows or is
+ * freed.  0, or -1 with err (66 unreadable).
  */
-int nyx_settings_load_token(const struct nyx_common *c, struct nyx_settings *s,
-    int which, struct nyx_err *err);
+int nyx_config_read_file(const char *path, bool secret, size_t cap,
+    struct nyx_buf *b, struct nyx_err *err);
 
 /*
  * Parse a YAML file (or JSON, which is YAML) into jv.  Aliases are refused.

@@ -7,6 +7,8 @@
 #include <strings.h>
 
 #include "nyx_hash.h"
+#include "nyx_log.h"
+#include "nyx_buf.h"
 #include "nyx_json.h"
 
 int
@@ -67,24 +69,36 @@ all_lower_hex(const char *s, size_t n)
 	return s[n] == '\0';
 }
 
-static void
-classify_jwt(const char *token, struct nyx_cred *out)
+jv
+nyx_jwt_payload(const char *token)
 {
-	const char *d1 = strchr(token, '.'), *d2;
+	const char *d1 = token ? strchr(token, '.') : NULL, *d2;
 	char *payload;
 	size_t plen;
-	jv obj, act;
+	jv obj;
 
 	if (d1 == NULL || (d2 = strchr(d1 + 1, '.')) == NULL ||
 	    strchr(d2 + 1, '.') != NULL || d1 == token)
-		return;
+		return jv_invalid();
 	payload = nyx_b64url_decode(d1 + 1, (size_t)(d2 - d1 - 1), &plen);
 	if (payload == NULL)
-		return;
+		return jv_invalid();
 	obj = nyx_json_parse(payload, plen);
 	nyx_secure_zero(payload, plen);
 	free(payload);
 	if (jv_get_kind(obj) != JV_KIND_OBJECT) {
+		jv_free(obj);
+		return jv_invalid();
+	}
+	return obj;
+}
+
+static void
+classify_jwt(const char *token, struct nyx_cred *out)
+{
+	jv obj = nyx_jwt_payload(token), act;
+
+	if (!jv_is_valid(obj)) {
 		jv_free(obj);
 		return;
 	}
@@ -184,4 +198,124 @@ nyx_cred_owner(const char *token, char *out, size_t n)
 	} else {
 		snprintf(out, n, "token:unknown");
 	}
+}
+
+#define TOKEN_MAX_BYTES (64u * 1024u)
+
+static const char *
+nonempty_env(const char *name)
+{
+	const char *v = getenv(name);
+
+	return (v != NULL && *v != '\0') ? v : NULL;
+}
+
+static void
+free_secret(char **p)
+{
+	if (*p != NULL) {
+		nyx_secure_zero(*p, strlen(*p));
+		free(*p);
+		*p = NULL;
+	}
+}
+
+static int
+read_token_file(const char *path, char **out, struct nyx_err *err)
+{
+	struct nyx_buf b = NYX_BUF_ZERO;
+	char *p = nyx_expand_home(path);
+	int rc;
+
+	if (p == NULL)
+		return nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
+	rc = nyx_config_read_file(p, true, TOKEN_MAX_BYTES, &b, err);
+	free(p);
+	if (rc < 0)
+		return -1;
+	if (b.len > 0 && b.data[b.len - 1] == '\n') {
+		b.data[--b.len] = '\0';
+		if (b.len > 0 && b.data[b.len - 1] == '\r')
+			b.data[--b.len] = '\0';
+	}
+	if (b.data == NULL)
+		*out = strdup("");
+	else if (strlen(b.data) != b.len) {
+		nyx_buf_free(&b);
+		return nyx_err_set(err, NYX_EXIT_NOPERM,
+		    "code_execution_credential_unavailable",
+		    "the token file holds a NUL byte");
+	} else
+		*out = nyx_buf_take(&b);
+	nyx_buf_free(&b);
+	return *out ? 0 : nyx_err_set(err, NYX_EXIT_OSERR, "oom", "oom");
+}
+
+/* By precedence; 0 with the token NULL when no source names one. */
+static int
+load_token(const struct nyx_common *c, struct nyx_settings *s, int which,
+    struct nyx_err *err)
+{
+	const char *flag = which ? c->exec_token_file : c->token_file;
+	const char *fenv = which ? "NYX_EXEC_TOKEN_FILE" : "NYX_TOKEN_FILE";
+	const char *venv = which ? "NYX_EXEC_TOKEN" : "NYX_TOKEN";
+	const char *pkey = which ? "exec_token_file" : "token_file";
+	char **dst = which ? &s->exec_token : &s->token;
+	const char **origin = which ? &s->exec_token_origin : &s->token_origin;
+	const char *v;
+
+	free_secret(dst);
+	if (flag != NULL) {
+		*origin = which ? "--exec-token-file" : "--token-file";
+		return read_token_file(flag, dst, err);
+	}
+	if ((v = nonempty_env(fenv)) != NULL) {
+		*origin = fenv;
+		return read_token_file(v, dst, err);
+	}
+	if ((v = getenv(venv)) != NULL) {
+		*origin = venv;
+		*dst = strdup(v);
+		return *dst ? 0
+		            : nyx_err_set(err, NYX_EXIT_OSERR, "oom", "oom");
+	}
+	if ((v = nyx_json_peek_str(s->profile_obj, pkey)) != NULL) {
+		*origin = pkey;
+		return read_token_file(v, dst, err);
+	}
+	if (which == 1) {
+		/* the execution token defaults to the source-readable one */
+		if (s->token == NULL && load_token(c, s, 0, err) < 0)
+			return -1;
+		if (s->token != NULL) {
+			*origin = s->token_origin;
+			*dst = strdup(s->token);
+			return *dst
+			    ? 0
+			    : nyx_err_set(err, NYX_EXIT_OSERR, "oom", "oom");
+		}
+		return 0;
+	}
+	if ((v = getenv("NYXID_API_KEY")) != NULL) {
+		*origin = "NYXID_API_KEY";
+		*dst = strdup(v);
+		return *dst ? 0
+		            : nyx_err_set(err, NYX_EXIT_OSERR, "oom", "oom");
+	}
+	return 0;
+}
+
+int
+nyx_cred_load(const struct nyx_common *c, struct nyx_settings *s,
+    enum nyx_token_role role, struct nyx_err *err)
+{
+	int which = role == NYX_TOKEN_EXEC;
+	char **tok = which ? &s->exec_token : &s->token;
+
+	if (load_token(c, s, which, err) < 0)
+		return -1;
+	if (*tok == NULL)
+		return 1;
+	nyx_log_add_secret(*tok);
+	return nyx_cred_check(*tok, err) < 0 ? -1 : 0;
 }

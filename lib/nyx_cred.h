@@ -10,6 +10,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <jv.h>
+
+#include "nyx_config.h"
 #include "nyx_err.h"
 
 enum nyx_cred_kind {
@@ -37,6 +40,13 @@ int nyx_cred_check(const char *token, struct nyx_err *err);
 
 void nyx_cred_classify(const char *token, struct nyx_cred *out);
 
+/*
+ * The payload of a JWT (three dot-separated parts, the first non-empty),
+ * decoded and parsed without verifying anything: an object, or invalid
+ * when the token is not a JWT.  The decoded bytes are wiped.
+ */
+jv nyx_jwt_payload(const char *token);
+
 /* Whether a whitespace-separated scope string holds `want`. */
 bool nyx_scope_has(const char *scope, const char *want);
 
@@ -47,6 +57,24 @@ bool nyx_cred_source_readable(const struct nyx_cred *c);
 bool nyx_cred_can_write(const struct nyx_cred *c);
 
 const char *nyx_cred_kind_name(enum nyx_cred_kind k);
+
+/* Which token a program needs (PRODUCT 2). */
+enum nyx_token_role {
+	NYX_TOKEN_SOURCE, /* reads inventory, writes routes */
+	NYX_TOKEN_EXEC, /* sent on execution calls; defaults to the source */
+};
+
+/*
+ * The one credential loader: the token of a role by precedence (the file
+ * flag, the *_FILE variable, the variable, the profile's file; the
+ * execution token falls back to the source token, the source token to
+ * NYXID_API_KEY inside a sandbox), one trailing newline removed, then
+ * registered for redaction and shape-checked.  0 with it in s->token or
+ * s->exec_token; 1 when no source names one; -1 with err (78 a refused
+ * file, 66 an unreadable one, 77 a malformed token).
+ */
+int nyx_cred_load(const struct nyx_common *c, struct nyx_settings *s,
+    enum nyx_token_role role, struct nyx_err *err);
 
 /*
  * The owner a credential acts for, one rule for every program (PRODUCT

@@ -277,20 +277,19 @@ nyx_nyxid_open(struct nyx_nyxid *c, const struct nyx_common *cm,
     struct nyx_settings *s, struct nyx_cred *cred, char *why, size_t whysz,
     struct nyx_err *err)
 {
+	int rc;
+
 	memset(cred, 0, sizeof(*cred));
 	if (nyx_settings_require_base_url(s, err) < 0 ||
-	    nyx_settings_load_token(cm, s, 0, err) < 0)
+	    (rc = nyx_cred_load(cm, s, NYX_TOKEN_SOURCE, err)) < 0)
 		return -1;
-	if (s->token == NULL) {
+	if (rc == 1) {
 		snprintf(why, whysz,
 		    "No source-readable NyxID credential is configured "
 		    "(--token-file, NYX_TOKEN_FILE, NYX_TOKEN or a profile's "
 		    "token_file).");
 		return 1;
 	}
-	nyx_log_add_secret(s->token);
-	if (nyx_cred_check(s->token, err) < 0)
-		return -1;
 	nyx_cred_classify(s->token, cred);
 	if (!nyx_cred_source_readable(cred)) {
 		snprintf(why, whysz,
@@ -307,4 +306,26 @@ nyx_nyxid_open(struct nyx_nyxid *c, const struct nyx_common *cm,
 	c->timeout_ms = s->timeout_ms;
 	c->max_inventory_bytes = s->max_inventory_bytes;
 	return 0;
+}
+
+int
+nyx_nyxid_fetch(struct nyx_nyxid *c, const struct nyx_common *cm,
+    struct nyx_settings *s, struct nyx_inventory *inv, int64_t *observed_ms,
+    struct nyx_read_fail *fail, struct nyx_err *err)
+{
+	struct nyx_cred cred;
+	int rc;
+
+	memset(fail, 0, sizeof(*fail));
+	rc = nyx_nyxid_open(
+	    c, cm, s, &cred, fail->message, sizeof(fail->message), err);
+	if (rc < 0)
+		return -1;
+	if (rc == 1) {
+		fail->verdict = NYX_ROUTE_CREDENTIAL_REQUIRED;
+		fail->exit = NYX_EXIT_NOPERM;
+		return 1;
+	}
+	*observed_ms = nyx_now_ms();
+	return nyx_nyxid_read_inventory(c, inv, fail) < 0 ? 1 : 0;
 }

@@ -12,6 +12,7 @@
 #define NYX_NYXID_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "nyx_config.h"
 #include "nyx_cred.h"
@@ -48,6 +49,17 @@ int nyx_nyxid_open(struct nyx_nyxid *c, const struct nyx_common *cm,
 
 int nyx_nyxid_read_inventory(const struct nyx_nyxid *c,
     struct nyx_inventory *inv, struct nyx_read_fail *fail);
+
+/*
+ * Open and read, the way every program resolves a route online: 0 with
+ * inv filled and *observed_ms the time of the read; 1 when it is blocked
+ * before classification (no usable source credential: the
+ * CODE_EXECUTION_SOURCE_CREDENTIAL_REQUIRED verdict with exit 77 and no
+ * request made; or the read failed) with fail set; -1 with err.
+ */
+int nyx_nyxid_fetch(struct nyx_nyxid *c, const struct nyx_common *cm,
+    struct nyx_settings *s, struct nyx_inventory *inv, int64_t *observed_ms,
+    struct nyx_read_fail *fail, struct nyx_err *err);
 
 /*
  * Confirm a human token with GET /api/v1/users/me before any write.

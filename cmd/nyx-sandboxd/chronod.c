@@ -99,29 +99,6 @@ error(struct nyx_chronod_resp *rs, int status, const char *code,
 	snprintf(rs->summary, sizeof(rs->summary), "%s", code);
 }
 
-/* The delegation claims, or invalid when the token is not one. */
-static jv
-delegation_claims(const char *token)
-{
-	const char *d1 = token ? strchr(token, '.') : NULL, *d2;
-	char *raw;
-	size_t n;
-	jv c;
-
-	if (d1 == NULL || (d2 = strchr(d1 + 1, '.')) == NULL)
-		return jv_invalid();
-	raw = nyx_b64url_decode(d1 + 1, (size_t)(d2 - d1 - 1), &n);
-	if (raw == NULL)
-		return jv_invalid();
-	c = nyx_json_parse(raw, n);
-	free(raw);
-	if (jv_get_kind(c) != JV_KIND_OBJECT) {
-		jv_free(c);
-		return jv_invalid();
-	}
-	return c;
-}
-
 /*
  * 0 when the delegation token grants `scope` (its user into owner, when
  * given), else the answer is set.
@@ -130,7 +107,7 @@ static int
 check_delegation(const struct nyx_chronod_req *rq, const char *scope,
     char *owner, size_t ownersz, struct nyx_chronod_resp *rs)
 {
-	jv c = delegation_claims(rq->delegation), exp, act;
+	jv c = nyx_jwt_payload(rq->delegation), exp, act;
 	int rc = -1;
 
 	exp = nyx_json_get(c, "exp");

@@ -17,6 +17,7 @@
 
 #include "nyx_buf.h"
 #include "chronod.h"
+#include "nyx_codex.h"
 #include "nyx_config.h"
 #include "fault.h"
 #include "nyx_hash.h"
@@ -370,48 +371,6 @@ handle_approval_status(struct nyx_srv *s, struct MHD_Connection *c,
 	answer_error(a, 404, "not_found", 1003, "Not found: no such approval");
 }
 
-/* The host's forced-command wrapper accepts exactly this shape. */
-static const char ssh_prefix[] = "p='";
-static const char ssh_suffix[] =
-    "'; { printf '%s' \"$p\" | base64 --decode 2>/dev/null || "
-    "printf '%s' \"$p\" | base64 -D; } | codex exec -";
-
-/* The decoded task of a well-formed wrapper command, else NULL. */
-static char *
-ssh_task(const char *cmd, size_t *len)
-{
-	size_t n = strlen(cmd), pl = sizeof(ssh_prefix) - 1,
-	       sl = sizeof(ssh_suffix) - 1, bl;
-	const char *b;
-	char *url, *out;
-
-	if (n < pl + sl || strncmp(cmd, ssh_prefix, pl) != 0 ||
-	    strcmp(cmd + n - sl, ssh_suffix) != 0)
-		return NULL;
-	b = cmd + pl;
-	bl = n - pl - sl;
-	if (bl == 0 || bl > 8000 || bl % 4 != 0 ||
-	    strspn(b,
-	        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-	        "0123456789+/=") < bl)
-		return NULL;
-	/* base64 to base64url, unpadded, for the decoder we have */
-	url = strndup(b, bl);
-	if (url == NULL)
-		return NULL;
-	for (n = 0; n < bl; n++)
-		url[n] = url[n] == '+' ? '-' : url[n] == '/' ? '_' : url[n];
-	while (bl > 0 && url[bl - 1] == '=')
-		url[--bl] = '\0';
-	out = nyx_b64url_decode(url, bl, len);
-	free(url);
-	if (out != NULL && (*len < 1 || *len > 6000)) {
-		free(out);
-		out = NULL;
-	}
-	return out;
-}
-
 /*
  * NyxID's SSH exec: POST /api/v1/ssh/{catalog_service_id}/exec for a
  * service the caller can see, {"command","principal","timeout_secs"}.
@@ -471,7 +430,7 @@ handle_ssh(struct nyx_srv *s, struct MHD_Connection *c, const char *method,
 		jv_free(body);
 		return;
 	}
-	task = ssh_task(cmd, &tlen);
+	task = nyx_codex_ssh_task(cmd, &tlen);
 	memset(&res, 0, sizeof(res));
 	if (task != NULL) {
 		if (nyx_chronod_codex_run(s->chrono, task, tlen,

@@ -87,22 +87,16 @@ resolve(const struct nyx_common *cm, struct nyx_settings *s,
 	struct nyx_resolution res;
 	struct nyx_read_fail fail;
 	struct nyx_nyxid client;
-	struct nyx_cred cred;
-	char why[400];
+	int64_t observed = 0;
 	int code = -1, rc;
 
 	memset(&res, 0, sizeof(res));
 	memset(&client, 0, sizeof(client));
 	client.http = http;
-	rc = nyx_nyxid_open(&client, cm, s, &cred, why, sizeof(why), err);
+	rc = nyx_nyxid_fetch(&client, cm, s, &inv, &observed, &fail, err);
 	if (rc < 0)
-		return -1;
-	if (rc == 1)
-		return nyx_cli_emit_blocked(
-		    nyx_route_blocked(NYX_ROUTE_CREDENTIAL_REQUIRED, why, 0,
-		        NYX_EXIT_NOPERM, s->base_url, nyx_cli_diag()),
-		    NYX_EXIT_NOPERM);
-	if (nyx_nyxid_read_inventory(&client, &inv, &fail) < 0) {
+		goto out;
+	if (rc == 1) {
 		code = nyx_cli_emit_blocked(
 		    nyx_route_blocked(fail.verdict, fail.message,
 		        fail.http_status, fail.exit, s->base_url,
@@ -117,7 +111,7 @@ resolve(const struct nyx_common *cm, struct nyx_settings *s,
 	if (res.verdict != NYX_ROUTE_ADMITTED) {
 		code = nyx_cli_emit_blocked(
 		    nyx_route_admission(
-		        &inv, &res, s->base_url, nyx_cli_diag(), nyx_now_ms()),
+		        &inv, &res, s->base_url, nyx_cli_diag(), observed),
 		    NYX_EXIT_BLOCKED);
 		goto out;
 	}
@@ -164,13 +158,15 @@ nyx_admit_route(const struct nyx_common *cm, struct nyx_settings *s,
 		if (code != 0)
 			return code;
 	}
-	if (nyx_settings_load_token(cm, s, 1, err) < 0)
-		return -1;
-	if (s->exec_token == NULL)
+	switch (nyx_cred_load(cm, s, NYX_TOKEN_EXEC, err)) {
+	case 0:
+		return 0;
+	case 1:
 		return nyx_err_set(err, NYX_EXIT_NOPERM, cred_code,
 		    "No execution credential is configured (--exec-token-file, "
 		    "NYX_EXEC_TOKEN_FILE, NYX_EXEC_TOKEN or the source "
 		    "token).");
-	nyx_log_add_secret(s->exec_token);
-	return nyx_cred_check(s->exec_token, err) < 0 ? -1 : 0;
+	default:
+		return -1;
+	}
 }

@@ -322,6 +322,16 @@ test_arguments(void)
 	        strstr(cmd, "| codex exec -") != NULL &&
 	        strncmp(cmd, "p='", 3) == 0,
 	    "the wrapper carries the prompt only as base64");
+	{
+		size_t n = 0;
+		char *task = cmd ? nyx_codex_ssh_task(cmd, &n) : NULL;
+
+		CHECK(task != NULL && n == c.prompt.len &&
+		        memcmp(task, c.prompt.data, n) == 0 &&
+		        nyx_codex_ssh_task("p='aGk='; rm -rf /", &n) == NULL,
+		    "the host side decodes exactly the wrapper it was given");
+		free(task);
+	}
 	free(args);
 	free(cmd);
 	nyx_codex_call_free(&c);
