@@ -23,6 +23,7 @@
 #include "nyx_json.h"
 #include "nyx_ledger.h"
 #include "nyx_log.h"
+#include "nyx_reconcile.h"
 #include "nyx_outcome.h"
 #include "nyx_nyxid.h"
 #include "nyx_route.h"
@@ -474,41 +475,6 @@ record_operation(struct nyx_ledger *l, struct nyx_settings *s,
 	return 0;
 }
 
-/* Sleep until the operation is due (bounded), in short slices. */
-static void
-wait_until_due(const struct nyx_op *op)
-{
-	int64_t ms = op->next_poll_at_ms - nyx_now_ms();
-
-	if (ms > NYX_DUR_RETRY_MAX_MS)
-		ms = NYX_DUR_RETRY_MAX_MS;
-	if (ms < NYX_DUR_POLL_FLOOR_MS)
-		ms = NYX_DUR_POLL_FLOOR_MS;
-	nyx_sleep_ms(ms);
-}
-
-/* The stored result of a terminal operation, as this run's record. */
-static int
-print_stored(
-    struct nyx_ledger *l, const struct opts *o, const struct nyx_op *op)
-{
-	char *doc = nyx_ledger_result(l, op->handle);
-	jv rec = doc ? jv_parse(doc) : jv_invalid();
-
-	free(doc);
-	if (jv_get_kind(rec) != JV_KIND_OBJECT) {
-		jv_free(rec);
-		nyx_log(NYX_LOG_ERROR, "the stored result of %s is unreadable",
-		    op->handle);
-		return NYX_EXIT_SOFTWARE;
-	}
-	rec = jv_object_set(
-	    rec, jv_string("diagnostic_id"), jv_string(nyx_cli_diag()));
-	nyx_cli_emit(rec);
-	return o->child_code && op->child_exit >= 0 ? op->child_exit
-	                                            : op->exit_code;
-}
-
 /*
  * POST /executions under the derived key and, with --wait, reconcile to
  * the result; every state is persisted before anything is printed.
@@ -517,103 +483,78 @@ static int
 run_durable(const struct opts *o, struct nyx_settings *s, struct nyx_http *http,
     const struct nyx_pin *rt, const struct job *j, struct nyx_err *err)
 {
-	struct nyx_ledger *l = j->l;
-	struct nyx_dur d, *dv = &d;
-	char owner[160], key[NYX_DUR_KEY_LEN + 1], lease[128];
-	long longest = 0, exchanges = 0;
-	int code = -1, got;
+	struct nyx_rec_item it;
+	struct nyx_reconcile r;
+	const struct nyx_dur *d = &it.d;
+	char owner[160], key[NYX_DUR_KEY_LEN + 1];
+	int code = -1;
+	jv rec;
 
-	nyx_dur_init(&d);
+	nyx_reconcile_items_init(&it, 1);
+	memset(&r, 0, sizeof(r));
+	r.l = j->l;
+	r.http = http;
+	r.token = s->exec_token;
+	r.base_url = s->base_url;
+	r.diag = nyx_cli_diag();
+	r.exchange_ms =
+	    s->timeout_ms > 0 && s->timeout_ms < NYX_HTTP_EXCHANGE_MS
+	    ? s->timeout_ms
+	    : NYX_HTTP_EXCHANGE_MS;
+	r.max_inflight = 1;
+	r.wait = !o->no_wait;
+	r.now = true; /* this invocation's first step is due now */
 	nyx_cred_owner(s->exec_token, owner, sizeof(owner));
-	snprintf(d.op.owner, sizeof(d.op.owner), "%s", owner);
-	snprintf(d.op.request_id, sizeof(d.op.request_id), "%s", j->request_id);
-	snprintf(d.op.call_id, sizeof(d.op.call_id), "%s", j->call_id);
-	if (nyx_dur_key(owner, j->request_id, j->call_id, key) < 0 ||
-	    nyx_ledger_owner(lease) < 0) {
+	snprintf(it.d.op.owner, sizeof(it.d.op.owner), "%s", owner);
+	snprintf(it.d.op.request_id, sizeof(it.d.op.request_id), "%s",
+	    j->request_id);
+	snprintf(it.d.op.call_id, sizeof(it.d.op.call_id), "%s", j->call_id);
+	if (nyx_dur_key(owner, j->request_id, j->call_id, key) < 0) {
 		nyx_err_set(err, NYX_EXIT_SOFTWARE, "hash_failed",
 		    "cannot derive the idempotency key");
 		goto out;
 	}
-	if (record_operation(l, s, rt, j, key, &d, err) < 0)
+	if (record_operation(j->l, s, rt, j, key, &it.d, err) < 0 ||
+	    nyx_reconcile_run(&r, &it, 1, err) < 0)
 		goto out;
-	nyx_secure_zero(key, sizeof(key));
-	got = nyx_ledger_claim(
-	    l, d.op.handle, lease, nyx_now_ms(), NYX_DUR_LEASE_MS, err);
-	if (got < 0)
-		goto out;
-	if (got == 0) {
+	if (it.busy) {
 		/* another process is reconciling it right now */
 		nyx_log(NYX_LOG_WARN,
 		    "%s is being reconciled by another process; see "
 		    "exec-status %s",
-		    d.op.handle, d.op.handle);
-		nyx_cli_emit(nyx_dur_receipt_record(&d.op, nyx_cli_diag()));
+		    d->op.handle, d->op.handle);
+		nyx_cli_emit(nyx_dur_receipt_record(&d->op, nyx_cli_diag()));
 		code = NYX_EXIT_PENDING;
-		goto out;
+	} else if (d->op.terminal && !nyx_reconcile_settled_now(&it)) {
+		rec = nyx_reconcile_stored(j->l, d->op.handle, nyx_cli_diag());
+		if (!jv_is_valid(rec)) {
+			jv_free(rec);
+			code = NYX_EXIT_SOFTWARE;
+		} else {
+			nyx_cli_emit(rec);
+			code = o->child_code && d->op.child_exit >= 0
+			    ? d->op.child_exit
+			    : d->op.exit_code;
+		}
+	} else if (d->op.terminal) {
+		if (!d->oc.success)
+			nyx_log(NYX_LOG_ERROR, "%s: %s (%s)", d->oc.code,
+			    d->oc.message, nyx_cli_diag());
+		nyx_cli_emit(nyx_dur_result_record(d, nyx_cli_diag()));
+		code = o->child_code && d->oc.child_exit >= 0 ? d->oc.child_exit
+		                                              : d->oc.exit;
+	} else {
+		/* a receipt, even for an unconfirmed submit: the ledger holds
+		 * what exec-status needs to recover it */
+		nyx_cli_emit(nyx_dur_receipt_record(&d->op, nyx_cli_diag()));
+		code = d->fail_exit == NYX_EXIT_NOPERM ? NYX_EXIT_NOPERM
+		                                       : NYX_EXIT_PENDING;
 	}
-	if (d.op.terminal) {
-		code = print_stored(l, o, &d.op);
-		goto release;
-	}
-	for (;;) {
-		nyx_dur_begin(&d, nyx_now_ms());
-		if (nyx_dur_run(http, &dv, 1, s->exec_token,
-		        s->timeout_ms > 0 &&
-		                s->timeout_ms < NYX_HTTP_EXCHANGE_MS
-		            ? s->timeout_ms
-		            : NYX_HTTP_EXCHANGE_MS,
-		        1, nyx_now_ms) < 0) {
-			nyx_err_set(
-			    err, NYX_EXIT_OSERR, "oom", "out of memory");
-			goto release;
-		}
-		if (nyx_dur_persist(l, &d, nyx_cli_diag(), err) < 0)
-			goto release;
-		if (d.longest_ms > longest)
-			longest = d.longest_ms;
-		exchanges += d.exchanges;
-		nyx_log(NYX_LOG_DEBUG, "%s: %s after %d exchange(s)",
-		    d.op.handle, d.op.status, d.exchanges);
-		if (d.op.terminal) {
-			if (!d.oc.success)
-				nyx_log(NYX_LOG_ERROR, "%s: %s (%s)", d.oc.code,
-				    d.oc.message, nyx_cli_diag());
-			nyx_cli_emit(nyx_dur_result_record(&d, nyx_cli_diag()));
-			code = o->child_code && d.oc.child_exit >= 0
-			    ? d.oc.child_exit
-			    : d.oc.exit;
-			break;
-		}
-		if (d.fail_code != NULL)
-			nyx_log(NYX_LOG_WARN, "%s: %s; it stays pending",
-			    d.op.handle, d.fail_code);
-		if (o->no_wait || d.fail_exit == NYX_EXIT_NOPERM) {
-			/* a receipt, even for an unconfirmed submit: the
-			 * ledger holds what exec-status needs to recover it */
-			nyx_cli_emit(
-			    nyx_dur_receipt_record(&d.op, nyx_cli_diag()));
-			code = d.fail_exit == NYX_EXIT_NOPERM
-			    ? NYX_EXIT_NOPERM
-			    : NYX_EXIT_PENDING;
-			break;
-		}
-		wait_until_due(&d.op);
-		if (nyx_ledger_claim(l, d.op.handle, lease, nyx_now_ms(),
-		        NYX_DUR_LEASE_MS, err) != 1) {
-			if (err->code[0] == '\0')
-				nyx_err_set(err, NYX_EXIT_CANTCREAT,
-				    "lease_lost", "the lease on %s was lost",
-				    d.op.handle);
-			goto out;
-		}
-	}
-release:
-	nyx_ledger_release(l, d.op.handle, lease, err);
 	nyx_log(NYX_LOG_INFO, "%s: %ld exchange(s), the longest %ld ms",
-	    d.op.handle, exchanges, longest);
+	    d->op.handle, it.exchanges, it.longest_ms);
 out:
 	nyx_secure_zero(key, sizeof(key));
-	nyx_dur_free(&d);
+	nyx_reconcile_end(&r, &it, 1);
 	return code;
 }
 

@@ -19,6 +19,7 @@
 #include "nyx_json.h"
 #include "nyx_ledger.h"
 #include "nyx_log.h"
+#include "nyx_reconcile.h"
 #include "nyx_time.h"
 
 #define MAX_INFLIGHT 8 /* requests and connections at once */
@@ -31,8 +32,6 @@ enum {
 	OPT_CHILD_CODE,
 	OPT_CANCEL,
 };
-
-#define STOP_WINDOW_MS (120 * 1000L) /* WIRE.md 7 */
 
 struct opts {
 	bool cancel;
@@ -229,16 +228,8 @@ list(struct nyx_ledger *l, const struct set *hs, struct nyx_err *err)
 	return code;
 }
 
-struct item {
-	struct nyx_dur d;
-	bool finalizing; /* its terminal audit record is still frozen */
-	bool held; /* our lease */
-	bool done; /* printed its final record */
-	int code;
-};
-
 static int
-item_code(const struct opts *o, const struct item *it)
+item_code(const struct opts *o, const struct nyx_rec_item *it)
 {
 	if (it->finalizing)
 		return NYX_EXIT_PENDING;
@@ -249,22 +240,48 @@ item_code(const struct opts *o, const struct item *it)
 	return it->d.fail_code != NULL ? it->d.fail_exit : NYX_EXIT_PENDING;
 }
 
-/* A terminal operation's stored result, re-issued under this run's id. */
+/* The record an item ends this run with: 0, or the write error's code. */
 static int
-emit_stored(struct nyx_ledger *l, const struct item *it)
+emit_item(struct nyx_ledger *l, const struct nyx_rec_item *it)
 {
-	char *doc = nyx_ledger_result(l, it->d.op.handle);
-	jv rec = doc ? jv_parse(doc) : jv_invalid();
+	const char *diag = nyx_cli_diag();
+	jv r;
 
-	free(doc);
-	if (jv_get_kind(rec) != JV_KIND_OBJECT) {
-		jv_free(rec);
-		nyx_log(NYX_LOG_ERROR, "the stored result of %s is unreadable",
+	if (it->finalizing) {
+		nyx_log(NYX_LOG_WARN,
+		    "%s: settled, but its audit record is frozen "
+		    "(finalizing_audit); audit-replay writes it",
 		    it->d.op.handle);
-		return -1;
+		r = nyx_dur_status_record(&it->d, diag);
+		r = jv_object_set(
+		    r, jv_string("status"), jv_string("finalizing_audit"));
+		return nyx_cli_emit(
+		    jv_object_set(r, jv_string("terminal"), jv_false()));
 	}
-	return nyx_cli_emit(jv_object_set(
-	    rec, jv_string("diagnostic_id"), jv_string(nyx_cli_diag())));
+	if (!it->d.op.terminal)
+		return nyx_cli_emit(nyx_dur_status_record(&it->d, diag));
+	if (!it->d.oc.success && it->d.oc.code != NULL)
+		nyx_log(NYX_LOG_ERROR, "%s: %s: %s", it->d.op.handle,
+		    it->d.oc.code, it->d.oc.message);
+	if (nyx_reconcile_settled_now(it))
+		return nyx_cli_emit(nyx_dur_result_record(&it->d, diag));
+	r = nyx_reconcile_stored(l, it->d.op.handle, diag);
+	return jv_is_valid(r) ? nyx_cli_emit(r) : -1;
+}
+
+/* --wait on a terminal: one line per open operation, every round. */
+static void
+progress(const struct nyx_rec_item *v, size_t n, int64_t elapsed, void *arg)
+{
+	size_t i;
+
+	if (elapsed <= 2000)
+		return;
+	for (i = 0; i < n; i++)
+		if (!v[i].done && !v[i].d.op.terminal)
+			nyx_log_line("%s: %llds %s%s%s", v[i].d.op.handle,
+			    (long long)elapsed / 1000, v[i].d.op.status,
+			    v[i].d.op.phase[0] ? "/" : "", v[i].d.op.phase);
 }
 
 static long
@@ -280,27 +297,26 @@ reconcile(const struct opts *o, const struct nyx_common *cm,
     struct nyx_settings *s, struct nyx_ledger *l, const struct set *hs,
     struct nyx_err *err)
 {
-	struct item *items = calloc(hs->n ? hs->n : 1, sizeof(*items));
-	struct nyx_dur **due = calloc(hs->n ? hs->n : 1, sizeof(*due));
-	struct nyx_http *http = NULL;
-	char lease[128];
-	int64_t started = nyx_mono_ms();
+	struct nyx_rec_item *items = calloc(hs->n ? hs->n : 1, sizeof(*items));
+	struct nyx_reconcile r;
 	size_t i, n = hs->n, left;
 	int code = NYX_EXIT_OK, rc = -1, got;
-	bool progress = o->wait && isatty(STDERR_FILENO) && cm->quiet == 0;
 
-	if (items == NULL || due == NULL || nyx_ledger_owner(lease) < 0) {
+	memset(&r, 0, sizeof(r));
+	r.l = l;
+	if (items == NULL) {
 		nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
 		goto out;
 	}
+	nyx_reconcile_items_init(items, n);
 	for (i = 0; i < n; i++) {
-		nyx_dur_init(&items[i].d);
-		if (nyx_ledger_get(l, hs->v[i], &items[i].d.op, err) != 1) {
-			if (err->code[0] == '\0')
-				nyx_err_set(err, NYX_EXIT_DATAERR,
-				    "operation_unknown",
-				    "no operation %s in the ledger in %s",
-				    hs->v[i], s->state_dir);
+		got = nyx_ledger_get(l, hs->v[i], &items[i].d.op, err);
+		if (got < 0)
+			goto out;
+		if (got == 0) {
+			nyx_err_set(err, NYX_EXIT_DATAERR, "operation_unknown",
+			    "no operation %s in the ledger in %s", hs->v[i],
+			    s->state_dir);
 			goto out;
 		}
 	}
@@ -317,185 +333,38 @@ reconcile(const struct opts *o, const struct nyx_common *cm,
 			    "No execution credential is configured.");
 			goto out;
 		}
-		http = nyx_http_new();
-		if (http == NULL) {
+		r.http = nyx_http_new();
+		if (r.http == NULL) {
 			nyx_err_set(
 			    err, NYX_EXIT_OSERR, "oom", "out of memory");
 			goto out;
 		}
 	}
-	for (;;) {
-		int64_t now = nyx_now_ms(), soonest = INT64_MAX;
-		size_t m = 0;
-
-		for (i = 0; i < n; i++) {
-			struct item *it = &items[i];
-			struct nyx_op *op = &it->d.op;
-
-			if (it->done || op->terminal)
-				continue;
-			if (strcmp(op->base_url, s->base_url) != 0) {
-				/* a credential never follows a record to
-				 * another host */
-				nyx_log(NYX_LOG_ERROR,
-				    "%s was submitted to another base URL; "
-				    "reconcile it with that --base-url",
-				    op->handle);
-				it->d.fail_code = "base_url_mismatch";
-				it->d.fail_exit = NYX_EXIT_CONFIG;
-				it->done = true;
-				continue;
-			}
-			if (nyx_ledger_claim(l, op->handle, lease, now,
-			        NYX_DUR_LEASE_MS, err) != 1) {
-				if (err->code[0] != '\0')
-					goto out;
-				nyx_log(NYX_LOG_INFO,
-				    "%s is being reconciled by another "
-				    "process",
-				    op->handle);
-				it->done = true;
-				continue;
-			}
-			it->held = true;
-			/* reload: another process may have moved it on */
-			if (nyx_dur_load(l, op->handle, &it->d, err) < 0)
-				goto out;
-			if (op->terminal)
-				continue;
-			if (o->cancel && op->stop_deadline_ms == 0) {
-				/* the absolute deadline, persisted before any
-				 * request and reused by every later --cancel */
-				op->stop_deadline_ms = now + STOP_WINDOW_MS;
-				op->next_poll_at_ms = now;
-				if (nyx_ledger_save(l, op, NULL, err) < 0)
-					goto out;
-			}
-			if (!o->now && !o->cancel && !o->wait &&
-			    op->next_poll_at_ms > now) {
-				it->done = true; /* not due: no request */
-				continue;
-			}
-			if (op->next_poll_at_ms > now && o->wait && !o->now) {
-				if (op->next_poll_at_ms < soonest)
-					soonest = op->next_poll_at_ms;
-				continue;
-			}
-			nyx_dur_begin(&it->d, now);
-			due[m++] = &it->d;
-		}
-		if (m > 0 &&
-		    nyx_dur_run(http, due, m, s->exec_token, exchange_ms(s),
-		        MAX_INFLIGHT, nyx_now_ms) < 0) {
-			nyx_err_set(
-			    err, NYX_EXIT_OSERR, "oom", "out of memory");
-			goto out;
-		}
-		for (i = 0; i < n; i++) {
-			struct item *it = &items[i];
-
-			if (!it->held || it->done)
-				continue;
-			if (nyx_dur_persist(l, &it->d, nyx_cli_diag(), err) < 0)
-				goto out;
-			if (it->d.fail_code != NULL)
-				nyx_log(NYX_LOG_WARN,
-				    "%s: %s; it stays pending", it->d.op.handle,
-				    it->d.fail_code);
-			if (!it->d.op.terminal &&
-			    it->d.op.next_poll_at_ms < soonest)
-				soonest = it->d.op.next_poll_at_ms;
-			/* waiting stops on this invocation's credential */
-			if (it->d.op.terminal || !o->wait ||
-			    it->d.fail_exit == NYX_EXIT_NOPERM)
-				it->done = true;
-		}
-		for (left = 0, i = 0; i < n; i++)
-			left += !items[i].done && !items[i].d.op.terminal;
-		if (left == 0)
-			break;
-		if (progress && nyx_mono_ms() - started > 2000)
-			for (i = 0; i < n; i++)
-				if (!items[i].done && !items[i].d.op.terminal)
-					nyx_log_line("%s: %llds %s%s%s",
-					    items[i].d.op.handle,
-					    (long long)(nyx_mono_ms() -
-					        started) /
-					        1000,
-					    items[i].d.op.status,
-					    items[i].d.op.phase[0] ? "/" : "",
-					    items[i].d.op.phase);
-		{
-			int64_t ms = soonest == INT64_MAX
-			    ? NYX_DUR_POLL_FLOOR_MS
-			    : soonest - nyx_now_ms();
-
-			if (ms > NYX_DUR_RETRY_MAX_MS)
-				ms = NYX_DUR_RETRY_MAX_MS;
-			if (ms < NYX_DUR_POLL_FLOOR_MS)
-				ms = NYX_DUR_POLL_FLOOR_MS;
-			nyx_sleep_ms(ms);
-		}
-	}
-	/* a settled operation whose terminal audit is still frozen: write
-	 * it now (never a provider call) */
-	for (i = 0; i < n; i++) {
-		char **ids = NULL;
-		size_t k;
-
-		if (!items[i].d.op.terminal ||
-		    nyx_ledger_intents(l, items[i].d.op.handle, &ids, err) <
-		        0) {
-			nyx_ledger_free_list(ids);
-			continue;
-		}
-		for (k = 0; ids[k] != NULL; k++) {
-			struct nyx_err aerr = NYX_ERR_ZERO;
-
-			if (nyx_audit_replay_intent(
-			        l, nyx_ledger_dir(l), ids[k], NULL, &aerr) != 0)
-				items[i].finalizing = true;
-		}
-		nyx_ledger_free_list(ids);
-	}
+	r.token = s->exec_token;
+	r.base_url = s->base_url;
+	r.diag = nyx_cli_diag();
+	r.exchange_ms = exchange_ms(s);
+	r.max_inflight = MAX_INFLIGHT;
+	r.wait = o->wait;
+	r.now = o->now;
+	r.cancel = o->cancel;
+	r.finalize_audit = true;
+	if (o->wait && isatty(STDERR_FILENO) && cm->quiet == 0)
+		r.progress = progress;
+	if (nyx_reconcile_run(&r, items, n, err) < 0)
+		goto out;
 	/* every state is persisted; now print, in the order given */
 	for (i = 0; i < n; i++) {
-		struct item *it = &items[i];
-		int e;
+		int e = emit_item(l, &items[i]);
 
-		if (it->finalizing) {
-			jv r = nyx_dur_status_record(&it->d, nyx_cli_diag());
-
-			nyx_log(NYX_LOG_WARN,
-			    "%s: settled, but its audit record is frozen "
-			    "(finalizing_audit); audit-replay writes it",
-			    it->d.op.handle);
-			r = jv_object_set(r, jv_string("status"),
-			    jv_string("finalizing_audit"));
-			r = jv_object_set(r, jv_string("terminal"), jv_false());
-			e = nyx_cli_emit(r);
-		} else if (it->d.op.terminal) {
-			if (!it->d.oc.success && it->d.oc.code != NULL)
-				nyx_log(NYX_LOG_ERROR, "%s: %s: %s",
-				    it->d.op.handle, it->d.oc.code,
-				    it->d.oc.message);
-			e = it->d.exchanges > 0 || it->d.oc.code != NULL ||
-			        it->d.oc.success
-			    ? nyx_cli_emit(
-			          nyx_dur_result_record(&it->d, nyx_cli_diag()))
-			    : emit_stored(l, it);
-		} else {
-			e = nyx_cli_emit(
-			    nyx_dur_status_record(&it->d, nyx_cli_diag()));
-		}
 		if (e != 0) {
 			code = e;
 			break;
 		}
-		code = nyx_exit_worst(code, item_code(o, it));
+		code = nyx_exit_worst(code, item_code(o, &items[i]));
 	}
 	rc = code;
-	if (http != NULL) {
+	if (r.http != NULL) {
 		long ex = 0, longest = 0;
 
 		for (i = 0; i < n; i++) {
@@ -506,17 +375,12 @@ reconcile(const struct opts *o, const struct nyx_common *cm,
 		nyx_log(NYX_LOG_INFO,
 		    "%zu operation(s), %ld exchange(s) in the last round over "
 		    "%ld connection(s); longest %ld ms",
-		    n, ex, nyx_http_connects(http), longest);
+		    n, ex, nyx_http_connects(r.http), longest);
 	}
 out:
-	for (i = 0; items != NULL && i < n; i++) {
-		if (items[i].held)
-			nyx_ledger_release(l, items[i].d.op.handle, lease, err);
-		nyx_dur_free(&items[i].d);
-	}
+	nyx_reconcile_end(&r, items, items ? n : 0);
 	free(items);
-	free(due);
-	nyx_http_free(http);
+	nyx_http_free(r.http);
 	return rc;
 }
 

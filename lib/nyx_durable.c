@@ -45,26 +45,10 @@ nyx_dur_init(struct nyx_dur *d)
 	d->op.child_exit = -1;
 }
 
-static void
-drop_request(struct nyx_dur *d)
-{
-	free(d->url);
-	if (d->body != NULL) {
-		nyx_secure_zero(d->body, strlen(d->body));
-		free(d->body);
-	}
-	d->url = d->body = NULL;
-	nyx_buf_free(&d->auth);
-	nyx_buf_free(&d->key_hdr);
-	nyx_buf_free(&d->inm);
-	nyx_buf_free(&d->trace);
-	d->auth.secret = d->key_hdr.secret = true;
-}
-
 void
 nyx_dur_free(struct nyx_dur *d)
 {
-	drop_request(d);
+	nyx_dur_drop_request(d);
 	nyx_buf_free(&d->secret);
 	nyx_exec_outcome_free(&d->oc);
 }
@@ -159,8 +143,8 @@ nyx_dur_retry_after(const char *v, int64_t now)
 
 /* ---- outcomes ---- */
 
-static void
-settle(struct nyx_dur *d, const char *code, const char *kind,
+void
+nyx_dur_settle(struct nyx_dur *d, const char *code, const char *kind,
     const char *message, int exit_code)
 {
 	d->oc.success = false;
@@ -176,7 +160,7 @@ settle(struct nyx_dur *d, const char *code, const char *kind,
 static void
 settle_expired(struct nyx_dur *d)
 {
-	settle(d, "OPERATION_EXPIRED", "outcome_uncertain",
+	nyx_dur_settle(d, "OPERATION_EXPIRED", "outcome_uncertain",
 	    "The durable code execution expired before it could be "
 	    "observed.",
 	    NYX_EXIT_UNCERTAIN);
@@ -185,7 +169,7 @@ settle_expired(struct nyx_dur *d)
 static void
 settle_not_found(struct nyx_dur *d)
 {
-	settle(d, "durable_code_execution_operation_not_found",
+	nyx_dur_settle(d, "durable_code_execution_operation_not_found",
 	    "outcome_uncertain",
 	    "The durable code execution is no longer known to the provider.",
 	    NYX_EXIT_UNCERTAIN);
@@ -194,7 +178,7 @@ settle_not_found(struct nyx_dur *d)
 static void
 settle_cancel_uncertain(struct nyx_dur *d)
 {
-	settle(d, "code_execution_cancel_outcome_uncertain",
+	nyx_dur_settle(d, "code_execution_cancel_outcome_uncertain",
 	    "outcome_uncertain",
 	    "The provider terminal outcome could not be confirmed before the "
 	    "stop deadline.",
@@ -294,7 +278,7 @@ classify_failure(
 	d->oc.http_status = (int)s;
 	nyx_outcome_take_diag(&d->oc, doc);
 	if (r->fail == NYX_HTTP_TOO_LARGE) {
-		settle(d, "durable_code_execution_response_too_large",
+		nyx_dur_settle(d, "durable_code_execution_response_too_large",
 		    "response_too_large",
 		    "The durable code execution response exceeded 1 MiB.",
 		    NYX_EXIT_PROTOCOL);
@@ -333,12 +317,13 @@ classify_failure(
 		    provider_code(d, doc, proxy_http_code(d, s)),
 		    NYX_EXIT_TEMPFAIL);
 	} else if (s == 413) {
-		settle(d, provider_code(d, doc, "EXECUTION_PAYLOAD_TOO_LARGE"),
+		nyx_dur_settle(d,
+		    provider_code(d, doc, "EXECUTION_PAYLOAD_TOO_LARGE"),
 		    "response_too_large",
 		    "The durable code execution payload was too large.",
 		    NYX_EXIT_PROTOCOL);
 	} else {
-		settle(d, provider_code(d, doc, proxy_http_code(d, s)),
+		nyx_dur_settle(d, provider_code(d, doc, proxy_http_code(d, s)),
 		    "provider_rejected",
 		    "The durable code execution call was rejected.",
 		    NYX_EXIT_PROTOCOL);
@@ -397,7 +382,7 @@ apply_submit(
 	    (s == 408 || s == 429 || s >= 500))
 		uncertain = "durable_code_execution_submit_outcome_uncertain";
 	else if (r->fail == NYX_HTTP_TOO_LARGE) {
-		settle(d, "durable_code_execution_response_too_large",
+		nyx_dur_settle(d, "durable_code_execution_response_too_large",
 		    "response_too_large",
 		    "The durable code execution response exceeded 1 MiB.",
 		    NYX_EXIT_PROTOCOL);
@@ -442,31 +427,32 @@ apply_submit(
 	}
 	nyx_outcome_take_diag(&d->oc, doc);
 	if (s == 401 || s == 403)
-		settle(d,
+		nyx_dur_settle(d,
 		    s == 401 ? "NYXID_PROXY_UNAUTHORIZED"
 		             : "NYXID_PROXY_FORBIDDEN",
 		    "admission_denied",
 		    "NyxID rejected the durable code execution submit.",
 		    NYX_EXIT_NOPERM);
 	else if (s == 404)
-		settle(d, "durable_code_execution_target_not_found",
+		nyx_dur_settle(d, "durable_code_execution_target_not_found",
 		    "target_not_configured",
 		    "The durable code execution route was not found.",
 		    NYX_EXIT_PROTOCOL);
 	else if (s == 409 &&
 	    strcmp(provider_code(d, doc, ""), "IDEMPOTENCY_KEY_REUSE") == 0)
-		settle(d, "IDEMPOTENCY_KEY_REUSE", "admission_denied",
+		nyx_dur_settle(d, "IDEMPOTENCY_KEY_REUSE", "admission_denied",
 		    "The idempotency key was already used for another request.",
 		    NYX_EXIT_BLOCKED);
 	else if (s == 410)
 		settle_expired(d);
 	else if (s == 413)
-		settle(d, provider_code(d, doc, "EXECUTION_PAYLOAD_TOO_LARGE"),
+		nyx_dur_settle(d,
+		    provider_code(d, doc, "EXECUTION_PAYLOAD_TOO_LARGE"),
 		    "response_too_large",
 		    "The durable code execution payload was too large.",
 		    NYX_EXIT_PROTOCOL);
 	else
-		settle(d, provider_code(d, doc, proxy_http_code(d, s)),
+		nyx_dur_settle(d, provider_code(d, doc, proxy_http_code(d, s)),
 		    "provider_rejected",
 		    "The durable code execution submit was rejected.",
 		    NYX_EXIT_PROTOCOL);
@@ -547,13 +533,13 @@ take_snapshot(
 	if (strcmp(st, "succeeded") == 0 || strcmp(st, "failed") == 0)
 		d->call = NYX_DUR_RESULT; /* the result, with no ETag */
 	else if (strcmp(st, "cancelled") == 0)
-		settle(d, "code_execution_cancelled", "cancelled",
+		nyx_dur_settle(d, "code_execution_cancelled", "cancelled",
 		    d->op.stop_deadline_ms > 0
 		        ? "Code execution cancellation was confirmed."
 		        : "The code execution was cancelled.",
 		    NYX_EXIT_NO);
 	else if (strcmp(st, "outcome_uncertain") == 0)
-		settle(d, "code_execution_outcome_uncertain",
+		nyx_dur_settle(d, "code_execution_outcome_uncertain",
 		    "outcome_uncertain",
 		    "The outcome of the code execution is uncertain.",
 		    NYX_EXIT_UNCERTAIN);
@@ -570,7 +556,7 @@ apply_status(
 {
 	if (r->fail == NYX_HTTP_OK && (r->status == 304 || r->status == 200) &&
 	    !etag_valid(r->etag)) {
-		settle(d, "durable_code_execution_status_etag_missing",
+		nyx_dur_settle(d, "durable_code_execution_status_etag_missing",
 		    "malformed_output",
 		    "The durable code execution status carried no valid ETag.",
 		    NYX_EXIT_PROTOCOL);
@@ -583,7 +569,8 @@ apply_status(
 	}
 	if (r->fail == NYX_HTTP_OK && r->status == 200) {
 		if (!take_snapshot(d, r, doc, now))
-			settle(d, "durable_code_execution_status_invalid",
+			nyx_dur_settle(d,
+			    "durable_code_execution_status_invalid",
 			    "malformed_output",
 			    "The durable code execution status was malformed.",
 			    NYX_EXIT_PROTOCOL);
@@ -649,25 +636,25 @@ apply_result(
 	if (jv_get_kind(doc) != JV_KIND_OBJECT ||
 	    nyx_json_bool(doc, "success") != 0 ||
 	    (code = provider_code(d, doc, NULL)) == NULL) {
-		settle(d, "durable_code_execution_result_invalid",
+		nyx_dur_settle(d, "durable_code_execution_result_invalid",
 		    "malformed_output",
 		    "The durable code execution result was malformed.",
 		    NYX_EXIT_PROTOCOL);
 		return;
 	}
 	if (strcmp(code, "EXECUTION_CANCELLED") == 0) {
-		settle(d, "code_execution_cancelled", "cancelled",
+		nyx_dur_settle(d, "code_execution_cancelled", "cancelled",
 		    "The code execution was cancelled.", NYX_EXIT_NO);
 		return;
 	}
 	if (strcmp(code, "OUTCOME_UNCERTAIN") == 0) {
-		settle(d, "code_execution_outcome_uncertain",
+		nyx_dur_settle(d, "code_execution_outcome_uncertain",
 		    "outcome_uncertain",
 		    "The outcome of the code execution is uncertain.",
 		    NYX_EXIT_UNCERTAIN);
 		return;
 	}
-	settle(d, code, "execution_failed",
+	nyx_dur_settle(d, code, "execution_failed",
 	    "Durable code execution failed before producing a result.",
 	    NYX_EXIT_NO);
 	err = nyx_json_get(doc, "error");
@@ -702,7 +689,8 @@ nyx_dur_begin(struct nyx_dur *d, int64_t now)
 			d->call = NYX_DUR_CANCEL;
 	} else if (d->op.operation_id[0] == '\0') {
 		if (now > d->op.recovery_until_ms)
-			settle(d, "code_execution_submit_recovery_expired",
+			nyx_dur_settle(d,
+			    "code_execution_submit_recovery_expired",
 			    "outcome_uncertain",
 			    "The submit could not be confirmed within its "
 			    "recovery window.",
@@ -717,110 +705,8 @@ nyx_dur_begin(struct nyx_dur *d, int64_t now)
 	}
 }
 
-static const char *
-call_path(enum nyx_dur_call c)
-{
-	switch (c) {
-	case NYX_DUR_SUBMIT:
-		return "";
-	case NYX_DUR_RESULT:
-		return "/result";
-	case NYX_DUR_CANCEL:
-		return "/cancel";
-	default:
-		return NULL;
-	}
-}
-
-/*
- * Build d's request into req: 0, 1 when the operation was settled instead
- * (unusable secret material), -1 when memory ran out.
- */
-static int
-build(struct nyx_dur *d, const char *token, long exchange_ms,
-    struct nyx_http_req *req)
-{
-	const char *trace = getenv("TRACEPARENT");
-	const char *key, *src;
-	char path[128];
-	size_t n = 0, srclen;
-
-	drop_request(d);
-	memset(req, 0, sizeof(*req));
-	if (d->call == NYX_DUR_SUBMIT) {
-		snprintf(path, sizeof(path), "executions");
-	} else {
-		char *id = nyx_http_escape(d->op.operation_id);
-
-		if (id == NULL)
-			return -1;
-		snprintf(path, sizeof(path), "executions/%s%s", id,
-		    d->call == NYX_DUR_STATUS ? "" : call_path(d->call));
-		free(id);
-	}
-	d->url = nyx_chrono_url(
-	    d->op.base_url, d->op.slug, d->op.user_service_id, path);
-	if (d->url == NULL ||
-	    nyx_buf_printf(&d->auth, "Authorization: Bearer %s", token) < 0)
-		return -1;
-	d->hdrs[n++] = d->auth.data;
-	if (d->call == NYX_DUR_SUBMIT) {
-		char k[NYX_DUR_KEY_LEN + 1];
-
-		if (nyx_dur_secret_parts(d, &key, &src, &srclen) < 0) {
-			settle(d, "secret_invalid", "admission_invalid",
-			    "The operation's secret material is unusable; it "
-			    "is never submitted without its own key.",
-			    NYX_EXIT_DATAERR);
-			return 1;
-		}
-		memcpy(k, key, NYX_DUR_KEY_LEN);
-		k[NYX_DUR_KEY_LEN] = '\0';
-		if (!nyx_dur_key_valid(k) ||
-		    nyx_buf_printf(&d->key_hdr, "Idempotency-Key: %s", k) < 0) {
-			nyx_secure_zero(k, sizeof(k));
-			return -1;
-		}
-		nyx_secure_zero(k, sizeof(k));
-		d->body = nyx_chrono_execute_body(
-		    d->op.language, src, srclen, d->op.timeout_secs);
-		if (d->body == NULL)
-			return -1;
-		d->hdrs[n++] = d->key_hdr.data;
-		d->hdrs[n++] = "Content-Type: application/json";
-		req->method = "POST";
-		req->body = d->body;
-		req->body_len = strlen(d->body);
-	} else if (d->call == NYX_DUR_CANCEL) {
-		d->hdrs[n++] = "Content-Type: application/json";
-		req->method = "POST";
-		req->body = "{}";
-		req->body_len = 2;
-	} else if (d->call == NYX_DUR_STATUS && d->op.etag[0] != '\0') {
-		if (nyx_buf_printf(&d->inm, "If-None-Match: %s", d->op.etag) <
-		    0)
-			return -1;
-		d->hdrs[n++] = d->inm.data;
-	}
-	if (trace != NULL && strlen(trace) == 55 &&
-	    strspn(trace, "0123456789abcdef-") == 55 &&
-	    nyx_buf_printf(&d->trace, "traceparent: %s", trace) == 0)
-		d->hdrs[n++] = d->trace.data;
-	d->hdrs[n] = NULL;
-	req->url = d->url;
-	req->headers = d->hdrs;
-	req->timeout_ms = exchange_ms;
-	if (d->call == NYX_DUR_SUBMIT) {
-		/* libcurl would silently resend on a dead reused
-		 * connection: every submit is one we count and classify */
-		req->fresh_connect = true;
-		d->op.submits++;
-	}
-	return 0;
-}
-
-static void
-apply(struct nyx_dur *d, const struct nyx_http_resp *r, int64_t now)
+void
+nyx_dur_apply(struct nyx_dur *d, const struct nyx_http_resp *r, int64_t now)
 {
 	enum nyx_dur_call c = d->call;
 	jv doc = jv_invalid();
@@ -848,145 +734,6 @@ apply(struct nyx_dur *d, const struct nyx_http_resp *r, int64_t now)
 		break;
 	}
 	jv_free(doc);
-	drop_request(d);
-}
-
-int
-nyx_dur_run(struct nyx_http *h, struct nyx_dur **v, size_t n, const char *token,
-    long exchange_ms, size_t max_inflight, int64_t (*now)(void))
-{
-	struct nyx_http_req *reqs = calloc(n ? n : 1, sizeof(*reqs));
-	struct nyx_http_resp *resps = calloc(n ? n : 1, sizeof(*resps));
-	struct nyx_dur **live = calloc(n ? n : 1, sizeof(*live));
-	size_t i, m;
-	int rc = -1;
-
-	if (reqs == NULL || resps == NULL || live == NULL)
-		goto out;
-	/* a step is at most two rounds: status (or cancel) then result */
-	for (;;) {
-		for (i = m = 0; i < n; i++) {
-			if (v[i]->call == NYX_DUR_NONE)
-				continue;
-			int b = build(v[i], token, exchange_ms, &reqs[m]);
-
-			if (b < 0)
-				goto out;
-			if (b == 0)
-				live[m++] = v[i];
-		}
-		if (m == 0)
-			break;
-		for (i = 0; i < m; i++) {
-			struct nyx_http_resp z = NYX_HTTP_RESP_ZERO;
-
-			resps[i] = z;
-		}
-		/* one pool per caller: the single handle for a lone step
-		 * (code-exec), the bounded multi pool for many */
-		if (max_inflight <= 1)
-			for (i = 0; i < m; i++)
-				nyx_http_do(h, &reqs[i], &resps[i]);
-		else
-			nyx_http_do_many(h, reqs, resps, m, max_inflight);
-		for (i = 0; i < m; i++) {
-			apply(live[i], &resps[i], now());
-			nyx_http_resp_free(&resps[i]);
-		}
-	}
-	rc = 0;
-out:
-	free(reqs);
-	free(resps);
-	free(live);
-	return rc;
-}
-
-int
-nyx_dur_load(struct nyx_ledger *l, const char *handle, struct nyx_dur *d,
-    struct nyx_err *err)
-{
-	int rc = nyx_ledger_get(l, handle, &d->op, err);
-
-	if (rc <= 0)
-		return rc;
-	nyx_buf_free(&d->secret);
-	d->secret.secret = true;
-	if (!d->op.terminal && d->op.operation_id[0] == '\0' &&
-	    nyx_ledger_read_secret(l, &d->op, &d->secret, err) < 0)
-		return -1;
-	return 1;
-}
-
-void
-nyx_dur_subject(const struct nyx_op *op, struct nyx_audit_subject *s)
-{
-	s->tool = "code_execute";
-	s->owner_kind = "cli";
-	s->owner = op->owner;
-	s->request_id = op->request_id;
-	s->call_id = op->call_id;
-}
-
-int
-nyx_dur_persist(struct nyx_ledger *l, struct nyx_dur *d, const char *diag,
-    struct nyx_err *err)
-{
-	struct nyx_audit_subject sub;
-	struct nyx_err aerr = NYX_ERR_ZERO;
-	char *doc = NULL, *intent = NULL;
-	char id[NYX_AUDIT_ID_MAX] = "";
-	bool settles = d->op.terminal && !d->started_terminal;
-	bool audited = d->op.owner[0] != '\0';
-	int rc;
-
-	nyx_dur_subject(&d->op, &sub);
-	if (audited && d->op.operation_id[0] != '\0' && !d->started_with_id) {
-		/* the provider took it: the running phase */
-		nyx_audit_note(l, &sub, "running", NULL, d->op.handle, NULL);
-		d->started_with_id = true;
-	}
-	if (settles) {
-		struct nyx_audit_outcome o = nyx_audit_outcome_of(&d->oc);
-		jv t;
-
-		doc = nyx_json_dump(nyx_dur_result_record(d, diag));
-		t = audited
-		    ? nyx_audit_record(&sub, "terminal", NULL, &o, nyx_now_ms())
-		    : jv_invalid();
-		if (jv_is_valid(t)) {
-			snprintf(id, sizeof(id), "%s",
-			    nyx_json_peek_str(t, "audit_id"));
-			intent = nyx_json_dump(t);
-		} else {
-			jv_free(t);
-		}
-		if (doc == NULL || (audited && intent == NULL)) {
-			free(doc);
-			free(intent);
-			return nyx_err_set(
-			    err, NYX_EXIT_OSERR, "oom", "out of memory");
-		}
-	}
-	rc = nyx_ledger_save_intent(
-	    l, &d->op, doc, intent ? id : NULL, intent, err);
-	free(doc);
-	free(intent);
-	if (rc < 0)
-		return -1;
-	d->started_terminal = d->op.terminal;
-	if (id[0] != '\0') {
-		rc = nyx_audit_replay_intent(
-		    l, nyx_ledger_dir(l), id, NULL, &aerr);
-		d->audit_pending = rc != 0;
-		if (rc != 0)
-			nyx_log(NYX_LOG_WARN,
-			    "%s: the terminal audit record is frozen until "
-			    "audit-replay or exec-status writes it (%s)",
-			    d->op.handle,
-			    rc == 2 ? "conflict" : "cannot write");
-	}
-	return 0;
 }
 
 /* ---- records ---- */

@@ -107,6 +107,21 @@ int64_t nyx_dur_deadline(const struct nyx_op *op);
 void nyx_dur_begin(struct nyx_dur *d, int64_t now);
 
 /*
+ * Apply the answer (or the failure) of the step's exchange at time now:
+ * the pure state machine of WIRE.md 5, 7.  It may set the next call (the
+ * result fetch after a succeeded or failed snapshot).
+ */
+void nyx_dur_apply(
+    struct nyx_dur *d, const struct nyx_http_resp *r, int64_t now);
+
+/* Settle the operation as a failure without the network. */
+void nyx_dur_settle(struct nyx_dur *d, const char *code, const char *kind,
+    const char *message, int exit_code);
+
+/* Free the request under construction (the exchanges' private part). */
+void nyx_dur_drop_request(struct nyx_dur *d);
+
+/*
  * Make the exchanges of n begun steps, at most max_inflight at once over
  * h's connections, each bounded by exchange_ms, sending token as the
  * bearer; apply every answer (now() is read after each round).  With

@@ -67,3 +67,13 @@ load helpers/common
 	NYX_TEST_TMP=$BATS_TEST_TMPDIR run -0 "$NYX_TESTBIN/test_codex"
 	refute_output --partial "not ok"
 }
+
+@test "durable state machine unit tests (WIRE 5 and 7 rows, begin, key)" {
+	run -0 "$NYX_TESTBIN/test_durable"
+	refute_output --partial "not ok"
+}
+
+@test "Chrono sync classifier unit tests (WIRE 4.3, 4.4 table)" {
+	run -0 "$NYX_TESTBIN/test_chrono"
+	refute_output --partial "not ok"
+}
