@@ -18,6 +18,7 @@
 #include "nyx_cred.h"
 #include "nyx_durable.h"
 #include "nyx_err.h"
+#include "nyx_exec.h"
 #include "nyx_hash.h"
 #include "nyx_http.h"
 #include "nyx_json.h"
@@ -179,83 +180,6 @@ audit_phase(const struct job *j, const char *owner, const char *phase,
 	    "code_execute", "cli", owner, j->request_id, j->call_id};
 
 	nyx_audit_note(j->l, &sub, phase, NULL, NULL, oc);
-}
-
-static const char *
-infer_language(const char *path)
-{
-	static const struct {
-		const char *ext, *lang;
-	} map[] = {{".py", "python"}, {".js", "javascript"},
-	    {".mjs", "javascript"}, {".ts", "typescript"}, {".sh", "bash"}};
-	const char *dot = path ? strrchr(path, '.') : NULL;
-	size_t i;
-
-	for (i = 0; dot != NULL && i < sizeof(map) / sizeof(map[0]); i++)
-		if (strcmp(dot, map[i].ext) == 0)
-			return map[i].lang;
-	return NULL;
-}
-
-/* Source, language and timeout, all checked before anything else. */
-static int
-prepare(const struct opts *o, const char *operand, struct job *j,
-    struct nyx_err *err)
-{
-	const char *path = o->file ? o->file : operand;
-	char *end;
-	long t = 180;
-	jv check;
-
-	if (o->timeout_secs != NULL) {
-		errno = 0;
-		t = strtol(o->timeout_secs, &end, 10);
-		if (errno != 0 || end == o->timeout_secs || *end != '\0' ||
-		    t < 1 || t > 600)
-			return nyx_err_set(err, NYX_EXIT_USAGE,
-			    "code_execution_request_invalid",
-			    "'timeout_secs' must be an integer between 1 and "
-			    "600.");
-	}
-	j->timeout_secs = (int)t;
-	j->language = o->language ? o->language : infer_language(path);
-	if (j->language == NULL)
-		return nyx_err_set(err, NYX_EXIT_USAGE,
-		    "code_execution_request_invalid",
-		    "The language cannot be inferred; pass -l python, "
-		    "javascript, typescript or bash.");
-	if (!nyx_sandbox_language_known(j->language))
-		return nyx_err_set(err, NYX_EXIT_USAGE,
-		    "code_execution_request_invalid",
-		    "'language' must be python, javascript, typescript or "
-		    "bash.");
-	nyx_buf_init(&j->source, NYX_SANDBOX_SOURCE_MAX);
-	j->source.secret = true;
-	if (o->source != NULL) {
-		if (nyx_buf_addstr(&j->source, o->source) < 0)
-			return nyx_err_set(err, NYX_EXIT_USAGE,
-			    "code_execution_request_invalid",
-			    "The source exceeds 1 MiB.");
-	} else if (nyx_buf_read_file(&j->source, path) < 0) {
-		if (errno == EFBIG)
-			return nyx_err_set(err, NYX_EXIT_USAGE,
-			    "code_execution_request_invalid",
-			    "The source exceeds 1 MiB.");
-		return nyx_err_set(err, NYX_EXIT_NOINPUT, "input_unreadable",
-		    "cannot read %s: %s", path, strerror(errno));
-	}
-	/* jv would silently replace invalid UTF-8: refuse it instead */
-	check = jv_string_sized(
-	    j->source.data ? j->source.data : "", (int)j->source.len);
-	if ((size_t)jv_string_length_bytes(jv_copy(check)) != j->source.len ||
-	    memchr(j->source.data ? j->source.data : "", '\0', j->source.len)) {
-		jv_free(check);
-		return nyx_err_set(err, NYX_EXIT_DATAERR,
-		    "code_execution_request_invalid",
-		    "The source is not valid UTF-8 text.");
-	}
-	jv_free(check);
-	return 0;
 }
 
 static int
@@ -448,10 +372,18 @@ record_operation(struct nyx_ledger *l, struct nyx_settings *s,
 		    : nyx_err_set(err, NYX_EXIT_OSERR, "random_failed",
 		          "no randomness for a handle");
 	}
-	snprintf(
-	    d->op.user_service_id, sizeof(d->op.user_service_id), "%s", rt->id);
-	snprintf(d->op.slug, sizeof(d->op.slug), "%s", rt->slug);
-	snprintf(d->op.base_url, sizeof(d->op.base_url), "%s", s->base_url);
+	/* these come from records and configuration: never truncated */
+	if (!nyx_str_copy(
+	        d->op.user_service_id, sizeof(d->op.user_service_id), rt->id) ||
+	    !nyx_str_copy(d->op.slug, sizeof(d->op.slug), rt->slug) ||
+	    !nyx_str_copy(
+	        d->op.base_url, sizeof(d->op.base_url), s->base_url)) {
+		nyx_buf_free(&mat);
+		return nyx_err_set(err, NYX_EXIT_DATAERR,
+		    "route_field_too_long",
+		    "the route's id, slug or base URL is too long for the "
+		    "ledger");
+	}
 	snprintf(d->op.language, sizeof(d->op.language), "%s", j->language);
 	snprintf(d->op.status, sizeof(d->op.status), "submitting");
 	snprintf(d->op.key_sha256, sizeof(d->op.key_sha256), "%s", ksha);
@@ -589,14 +521,22 @@ run(const struct opts *o, const struct nyx_common *cm, const char *operand,
     struct nyx_err *err)
 {
 	struct nyx_settings s;
+	struct nyx_exec_job ej;
 	struct job j;
 	const char *backend;
 	int code = -1;
 
 	memset(&j, 0, sizeof(j));
 	nyx_settings_init(&s);
-	if (prepare(o, operand, &j, err) < 0)
+	/* source, language and timeout, all checked before anything else */
+	if (nyx_exec_admit(o->language, o->timeout_secs, o->source,
+	        o->file ? o->file : operand, &ej, err) < 0) {
+		nyx_exec_job_free(&ej);
 		goto out;
+	}
+	j.language = ej.language;
+	j.source = ej.source;
+	j.timeout_secs = ej.timeout_secs;
 	if (nyx_settings_resolve(cm, &s, err) < 0)
 		goto out;
 	if (o->request_id != NULL) {

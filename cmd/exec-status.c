@@ -397,8 +397,13 @@ run(const struct opts *o, const struct nyx_common *cm, struct set *hs,
 	nyx_settings_init(&s);
 	if (nyx_settings_resolve(cm, &s, err) < 0)
 		goto out;
-	if (read_stdin(hs, &passed, err) != 0) {
-		code = err->code[0] ? -1 : passed;
+	switch (read_stdin(hs, &passed, err)) {
+	case 0:
+		break;
+	case 1:
+		code = passed; /* an error record, passed through */
+		goto out;
+	default:
 		goto out;
 	}
 	if (nyx_ledger_open(s.state_dir, &l, err) < 0)

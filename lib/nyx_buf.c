@@ -183,3 +183,18 @@ nyx_buf_read_file(struct nyx_buf *b, const char *path)
 	errno = saved;
 	return rc;
 }
+
+bool
+nyx_str_copy(char *dst, size_t n, const char *src)
+{
+	size_t len = src ? strlen(src) : 0;
+
+	if (n == 0)
+		return false;
+	if (len >= n) {
+		dst[0] = '\0';
+		return false;
+	}
+	memcpy(dst, src ? src : "", len + 1);
+	return true;
+}

@@ -43,6 +43,13 @@ void nyx_buf_free(struct nyx_buf *b);
 char *nyx_buf_take(struct nyx_buf *b);
 
 /*
+ * Copy the string src into dst (n bytes): true, or false with dst empty
+ * when it does not fit.  For input of unbounded length, where a silent
+ * truncation would become a different value.
+ */
+bool nyx_str_copy(char *dst, size_t n, const char *src);
+
+/*
  * Read a whole file into b.  Returns 0, or -1 with errno set (EFBIG when
  * the cap is exceeded).
  */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nyx_exec.h"
 #include "nyx_hash.h"
 #include "nyx_json.h"
 #include "nyx_log.h"
@@ -72,39 +73,25 @@ static int
 admit_prompt(const struct nyx_codex_args *a, struct nyx_codex_call *c,
     struct nyx_err *err)
 {
-	jv check;
-	int rc;
-
-	nyx_buf_init(&c->prompt, NYX_CODEX_PROMPT_MAX + 1);
-	c->prompt.secret = true;
-	if (a->prompt != NULL)
-		rc = nyx_buf_addstr(&c->prompt, a->prompt);
-	else if (strcmp(a->prompt_file, "-") == 0)
-		rc = nyx_buf_read_fd(&c->prompt, 0);
-	else
-		rc = nyx_buf_read_file(&c->prompt, a->prompt_file);
-	if (rc < 0 && (a->prompt != NULL || errno == EFBIG))
-		goto too_large;
-	if (rc < 0)
+	switch (nyx_exec_load_text(
+	    &c->prompt, NYX_CODEX_PROMPT_MAX, a->prompt, a->prompt_file)) {
+	case NYX_TEXT_OK:
+		break;
+	case NYX_TEXT_TOO_LARGE:
+		return admission_error(err, "prompt_too_large",
+		    "The prompt exceeds 6000 UTF-8 bytes.");
+	case NYX_TEXT_NOT_UTF8:
+		return nyx_err_set(err, NYX_EXIT_DATAERR, "invalid_arguments",
+		    "The prompt is not valid UTF-8 text.");
+	default:
 		return nyx_err_set(err, NYX_EXIT_NOINPUT, "input_unreadable",
 		    "cannot read %s: %s", a->prompt_file, strerror(errno));
-	if (c->prompt.len > NYX_CODEX_PROMPT_MAX)
-		goto too_large;
+	}
 	if (c->prompt.len == 0 ||
 	    strspn(c->prompt.data, " \t\r\n") == c->prompt.len)
 		return admission_error(
 		    err, "invalid_arguments", "'prompt' is required.");
-	check = jv_string_sized(c->prompt.data, (int)c->prompt.len);
-	rc = (size_t)jv_string_length_bytes(jv_copy(check)) != c->prompt.len ||
-	    memchr(c->prompt.data, '\0', c->prompt.len) != NULL;
-	jv_free(check);
-	if (rc)
-		return nyx_err_set(err, NYX_EXIT_DATAERR, "invalid_arguments",
-		    "The prompt is not valid UTF-8 text.");
 	return 0;
-too_large:
-	return admission_error(
-	    err, "prompt_too_large", "The prompt exceeds 6000 UTF-8 bytes.");
 }
 
 int

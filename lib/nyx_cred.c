@@ -102,12 +102,13 @@ classify_jwt(const char *token, struct nyx_cred *out)
 		jv_free(obj);
 		return;
 	}
-	if (nyx_json_peek_str(obj, "sub") != NULL)
-		snprintf(out->subject, sizeof(out->subject), "%s",
-		    nyx_json_peek_str(obj, "sub"));
-	if (nyx_json_peek_str(obj, "scope") != NULL)
-		snprintf(out->scope, sizeof(out->scope), "%s",
-		    nyx_json_peek_str(obj, "scope"));
+	/* a subject or scope too long to keep whole is not kept at all: a
+	 * cut one would name someone else (the owner falls back to the
+	 * token's fingerprint) */
+	nyx_str_copy(
+	    out->subject, sizeof(out->subject), nyx_json_peek_str(obj, "sub"));
+	nyx_str_copy(
+	    out->scope, sizeof(out->scope), nyx_json_peek_str(obj, "scope"));
 	act = nyx_json_get(obj, "act");
 	if (nyx_json_bool(obj, "delegated") == 1 &&
 	    nyx_json_peek_str(act, "sub") != NULL)
@@ -191,8 +192,8 @@ nyx_cred_owner(const char *token, char *out, size_t n)
 	char hex[NYX_SHA256_HEX];
 
 	nyx_cred_classify(token, &c);
-	if (c.subject[0] != '\0') {
-		snprintf(out, n, "%s", c.subject);
+	if (c.subject[0] != '\0' && nyx_str_copy(out, n, c.subject)) {
+		return;
 	} else if (nyx_sha256_hex(token, strlen(token), hex) == 0) {
 		snprintf(out, n, "token:%.16s", hex);
 	} else {

@@ -94,3 +94,9 @@ nyx_exit_worst(int a, int b)
 {
 	return nyx_exit_rank(b) > nyx_exit_rank(a) ? b : a;
 }
+
+const char *
+nyx_err_code(const struct nyx_err *e)
+{
+	return e->code[0] != '\0' ? e->code : "internal_error";
+}

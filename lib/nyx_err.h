@@ -50,6 +50,9 @@ int nyx_err_set(struct nyx_err *err, int exit_code, const char *code,
     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /* The class name of an exit code ("usage", "transient", ...). */
+/* The error's stable code; "internal_error" for one never filled in. */
+const char *nyx_err_code(const struct nyx_err *e);
+
 const char *nyx_exit_class(int exit_code);
 
 /* Whether an exit code is retryable by rerunning the same command. */

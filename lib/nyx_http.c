@@ -536,6 +536,12 @@ nyx_http_check_base_url(const char *url, struct nyx_err *err)
 
 	if (u == NULL)
 		return nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
+	if (strlen(url) > NYX_BASE_URL_MAX) {
+		nyx_err_set(err, NYX_EXIT_CONFIG, "base_url_invalid",
+		    "the base URL is longer than %d characters",
+		    NYX_BASE_URL_MAX);
+		goto out;
+	}
 	if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK ||
 	    curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
 	    curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK) {

@@ -26,6 +26,8 @@
 
 #define NYX_HTTP_MAX_BODY (1024u * 1024u)
 #define NYX_HTTP_EXCHANGE_MS 15000L
+/* A base URL longer than this is a configuration error (78). */
+#define NYX_BASE_URL_MAX 400
 
 enum nyx_http_fail {
 	NYX_HTTP_OK = 0,

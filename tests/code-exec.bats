@@ -27,6 +27,11 @@ now_ms() { date +%s%3N; }
 
 # ---- local sandbox ----
 
+@test "local: -f - reads the source from standard input" {
+	run -0 --separate-stderr bash -c "printf 'print(6*7)\n' | code-exec --backend local -l python -f -"
+	jq_ok '.success==true and .output.stdout=="42\n"'
+}
+
 @test "the main job: python prints 42 with no configuration at all" {
 	run -0 --separate-stderr code-exec -l python -e 'print(6*7)'
 	jq_ok '.type=="exec.result" and .v==1 and .backend=="local" and .success==true'

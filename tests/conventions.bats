@@ -213,3 +213,13 @@ EOF2
 		fi
 	done
 }
+
+@test "a base URL longer than 400 characters is refused (78) before any request" {
+	local long
+	long="http://127.0.0.1:9/$(printf 'a%.0s' $(seq 1 600))"
+	tok=$(token_file "$(printf 'x.%s.y' "$(printf '{"sub":"u"}' | base64 -w0 | tr '+/' '-_' | tr -d '=')")")
+	run -78 --separate-stderr nyx-route-inspect --base-url "$long" --token-file "$tok"
+	jq_ok '.type=="error" and .exit==78 and (.message|contains("longer than 400"))'
+	run -78 --separate-stderr code-exec --sync --base-url "$long" --token-file "$tok" -l bash -e 'echo x' </dev/null
+	jq_ok '.exit==78'
+}

@@ -77,3 +77,8 @@ load helpers/common
 	run -0 "$NYX_TESTBIN/test_chrono"
 	refute_output --partial "not ok"
 }
+
+@test "job admission unit tests (language, timeout, source size and UTF-8)" {
+	run -0 "$NYX_TESTBIN/test_exec"
+	refute_output --partial "not ok"
+}

@@ -243,8 +243,8 @@ nyx_cli_error_record(const struct nyx_err *err)
 	rec = jv_object_set(rec, jv_string("v"), jv_number(1));
 	rec = jv_object_set(rec, jv_string("type"), jv_string("error"));
 	rec = jv_object_set(rec, jv_string("tool"), jv_string(prog));
-	rec = jv_object_set(rec, jv_string("code"),
-	    jv_string(err->code[0] ? err->code : "internal_error"));
+	rec =
+	    jv_object_set(rec, jv_string("code"), jv_string(nyx_err_code(err)));
 	rec = jv_object_set(
 	    rec, jv_string("class"), jv_string(nyx_exit_class(err->exit)));
 	rec = jv_object_set(rec, jv_string("exit"), jv_number(err->exit));
@@ -263,8 +263,8 @@ nyx_cli_fail(const struct nyx_err *err)
 {
 	int code = err->exit ? err->exit : NYX_EXIT_SOFTWARE;
 
-	nyx_log(NYX_LOG_ERROR, "%s: %s (%s)",
-	    err->code[0] ? err->code : "internal_error", err->message, diag);
+	nyx_log(NYX_LOG_ERROR, "%s: %s (%s)", nyx_err_code(err), err->message,
+	    diag);
 	nyx_cli_emit(nyx_cli_error_record(err));
 	return nyx_cli_finish(code);
 }

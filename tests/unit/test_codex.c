@@ -361,7 +361,7 @@ test_request_id(void)
 	{
 		/* one owner rule for every program (PRODUCT 6) */
 		const char *key = "nyx_fedcba9876543210";
-		char owner[64], hex[NYX_SHA256_HEX], want[64];
+		char owner[160], hex[NYX_SHA256_HEX], want[64];
 
 		nyx_sha256_hex(key, strlen(key), hex);
 		snprintf(want, sizeof(want), "token:%.16s", hex);
@@ -373,6 +373,36 @@ test_request_id(void)
 		    owner, sizeof(owner));
 		CHECK_STR(owner, "nyxid_ag_01234567",
 		    "owner of an Agent Key: its public prefix");
+		{
+			/* a JWT subject is kept whole, or not at all */
+			char sub[400], payload[512], *b64, jwt[700];
+			size_t lens[2] = {100, 300}, k;
+
+			for (k = 0; k < 2; k++) {
+				memset(sub, 'u', lens[k]);
+				sub[lens[k]] = '\0';
+				snprintf(payload, sizeof(payload),
+				    "{\"sub\":\"%s\"}", sub);
+				b64 = nyx_b64_encode(payload, strlen(payload));
+				for (char *p = b64; *p; p++)
+					*p = *p == '+'  ? '-'
+					    : *p == '/' ? '_'
+					                : *p;
+				b64[strcspn(b64, "=")] = '\0';
+				snprintf(jwt, sizeof(jwt), "e30.%s.c2ln", b64);
+				free(b64);
+				nyx_cred_owner(jwt, owner, sizeof(owner));
+				if (k == 0)
+					CHECK_STR(owner, sub,
+					    "a 100-character JWT subject is "
+					    "the owner");
+				else
+					CHECK(strncmp(owner, "token:", 6) == 0,
+					    "a 300-character subject is not "
+					    "cut: "
+					    "the fingerprint instead");
+			}
+		}
 	}
 	nyx_codex_request_id(&a, "given");
 	CHECK_STR(a.request_id, "given", "a given request id wins");
