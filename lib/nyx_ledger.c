@@ -9,17 +9,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <sqlite3.h>
-
 #include "nyx_hash.h"
-
-#define SECRET_MAX (4u * 1024 * 1024)
-
-struct nyx_ledger {
-	sqlite3 *db;
-	char dir[512];
-	char secrets[600];
-};
+#include "nyx_ledger_int.h"
+#include "nyx_time.h"
 
 static const char schema_v1[] =
     "CREATE TABLE operations ("
@@ -79,8 +71,8 @@ static const char schema_v4[] =
     " consumed_at_ms INTEGER NOT NULL DEFAULT 0);"
     "CREATE INDEX approvals_call ON approvals(owner, request_id, call_id);";
 
-static int
-db_fail(struct nyx_ledger *l, struct nyx_err *err, const char *what)
+int
+nyx_ledger_db_fail(struct nyx_ledger *l, struct nyx_err *err, const char *what)
 {
 	return nyx_err_set(err, NYX_EXIT_CANTCREAT, "ledger_failed",
 	    "the ledger in %s: %s: %s", l->dir, what,
@@ -133,7 +125,7 @@ ensure_dir(const char *path, struct nyx_err *err)
 int
 nyx_ledger_sqlite_open(const char *path, struct sqlite3 **db)
 {
-	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600), rc = -1, tries;
 
 	if (fd < 0)
 		return -1;
@@ -142,21 +134,35 @@ nyx_ledger_sqlite_open(const char *path, struct sqlite3 **db)
 		return -1;
 	}
 	close(fd);
-	return sqlite3_open_v2(path, db, SQLITE_OPEN_READWRITE, NULL) ==
-	            SQLITE_OK &&
-	        sqlite3_busy_timeout(*db, 5000) == SQLITE_OK &&
-	        sqlite3_exec(*db,
-	            "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL",
-	            NULL, NULL, NULL) == SQLITE_OK
+	if (sqlite3_open_v2(path, db, SQLITE_OPEN_READWRITE, NULL) !=
+	        SQLITE_OK ||
+	    sqlite3_busy_timeout(*db, 5000) != SQLITE_OK)
+		return -1;
+	/*
+	 * Switching a new file to WAL takes an exclusive lock, and SQLite
+	 * answers BUSY at once, without its busy handler, when another
+	 * process opens the same new file at that moment: retry, as long
+	 * as the busy timeout.
+	 */
+	for (tries = 0; tries < 100; tries++) {
+		rc = sqlite3_exec(
+		    *db, "PRAGMA journal_mode = WAL", NULL, NULL, NULL);
+		if (rc != SQLITE_BUSY && rc != SQLITE_LOCKED)
+			break;
+		nyx_sleep_ms(50);
+	}
+	return rc == SQLITE_OK &&
+	        sqlite3_exec(*db, "PRAGMA synchronous = FULL", NULL, NULL,
+	            NULL) == SQLITE_OK
 	    ? 0
 	    : -1;
 }
 
-static int
-exec_sql(struct nyx_ledger *l, const char *sql, struct nyx_err *err)
+int
+nyx_ledger_exec_sql(struct nyx_ledger *l, const char *sql, struct nyx_err *err)
 {
 	if (sqlite3_exec(l->db, sql, NULL, NULL, NULL) != SQLITE_OK)
-		return db_fail(l, err, "schema");
+		return nyx_ledger_db_fail(l, err, "schema");
 	return 0;
 }
 
@@ -187,7 +193,7 @@ migrate(struct nyx_ledger *l, struct nyx_err *err)
 	int v = 0;
 
 	if (user_version(l, &v) < 0)
-		return db_fail(l, err, "reading the schema version");
+		return nyx_ledger_db_fail(l, err, "reading the schema version");
 	if (v > NYX_LEDGER_SCHEMA)
 		return nyx_err_set(err, NYX_EXIT_CANTCREAT, "ledger_too_new",
 		    "the ledger in %s has schema %d; this build knows %d",
@@ -195,23 +201,24 @@ migrate(struct nyx_ledger *l, struct nyx_err *err)
 
 	/* one transaction per version: a crash leaves a whole version */
 	for (; v < NYX_LEDGER_SCHEMA; v++) {
-		if (exec_sql(l, "BEGIN IMMEDIATE", err) < 0)
+		if (nyx_ledger_exec_sql(l, "BEGIN IMMEDIATE", err) < 0)
 			return -1;
 		if (user_version(l, &v) < 0) {
 			sqlite3_exec(l->db, "ROLLBACK", NULL, NULL, NULL);
-			return db_fail(l, err, "reading the schema version");
+			return nyx_ledger_db_fail(
+			    l, err, "reading the schema version");
 		}
 		if (v >= NYX_LEDGER_SCHEMA) { /* another process migrated */
 			sqlite3_exec(l->db, "ROLLBACK", NULL, NULL, NULL);
 			break;
 		}
 		snprintf(bump, sizeof(bump), "PRAGMA user_version = %d", v + 1);
-		if (exec_sql(l, steps[v], err) < 0 ||
-		    exec_sql(l, bump, err) < 0) {
+		if (nyx_ledger_exec_sql(l, steps[v], err) < 0 ||
+		    nyx_ledger_exec_sql(l, bump, err) < 0) {
 			sqlite3_exec(l->db, "ROLLBACK", NULL, NULL, NULL);
 			return -1;
 		}
-		if (exec_sql(l, "COMMIT", err) < 0)
+		if (nyx_ledger_exec_sql(l, "COMMIT", err) < 0)
 			return -1;
 	}
 	return 0;
@@ -234,7 +241,7 @@ nyx_ledger_open(
 	if (ensure_dir(l->dir, err) < 0 || ensure_dir(l->secrets, err) < 0)
 		goto fail;
 	if (nyx_ledger_sqlite_open(path, &l->db) < 0) {
-		db_fail(l, err, "open");
+		nyx_ledger_db_fail(l, err, "open");
 		goto fail;
 	}
 	if (migrate(l, err) < 0)
@@ -273,9 +280,9 @@ nyx_ledger_new_handle(char out[32])
 }
 
 /* Write the secret file durably: temp file, fsync, rename, fsync dir. */
-static int
-write_secret(struct nyx_ledger *l, const char *name, const char *data, size_t n,
-    struct nyx_err *err)
+int
+nyx_ledger_write_secret(struct nyx_ledger *l, const char *name,
+    const char *data, size_t n, struct nyx_err *err)
 {
 	char path[800], tmp[820];
 	int fd, dfd;
@@ -314,8 +321,8 @@ write_secret(struct nyx_ledger *l, const char *name, const char *data, size_t n,
 	return 0;
 }
 
-static void
-bind_text(sqlite3_stmt *st, int i, const char *s)
+void
+nyx_ledger_bind_text(sqlite3_stmt *st, int i, const char *s)
 {
 	sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT);
 }
@@ -340,22 +347,23 @@ nyx_ledger_insert(struct nyx_ledger *l, struct nyx_op *op, const char *secret,
 		return nyx_err_set(
 		    err, NYX_EXIT_SOFTWARE, "hash_failed", "SHA-256 failed");
 	/* the material first: a row never names a file that is not there */
-	if (write_secret(l, op->secret_name, secret, secret_len, err) < 0)
+	if (nyx_ledger_write_secret(
+	        l, op->secret_name, secret, secret_len, err) < 0)
 		return -1;
 	if (sqlite3_prepare_v2(l->db, sql, -1, &st, NULL) != SQLITE_OK) {
-		rc = db_fail(l, err, "insert");
+		rc = nyx_ledger_db_fail(l, err, "insert");
 		goto undo;
 	}
-	bind_text(st, 1, op->handle);
-	bind_text(st, 2, op->user_service_id);
-	bind_text(st, 3, op->slug);
-	bind_text(st, 4, op->base_url);
-	bind_text(st, 5, op->language);
+	nyx_ledger_bind_text(st, 1, op->handle);
+	nyx_ledger_bind_text(st, 2, op->user_service_id);
+	nyx_ledger_bind_text(st, 3, op->slug);
+	nyx_ledger_bind_text(st, 4, op->base_url);
+	nyx_ledger_bind_text(st, 5, op->language);
 	sqlite3_bind_int(st, 6, op->timeout_secs);
-	bind_text(st, 7, op->operation_id);
-	bind_text(st, 8, op->status);
-	bind_text(st, 9, op->phase);
-	bind_text(st, 10, op->etag);
+	nyx_ledger_bind_text(st, 7, op->operation_id);
+	nyx_ledger_bind_text(st, 8, op->status);
+	nyx_ledger_bind_text(st, 9, op->phase);
+	nyx_ledger_bind_text(st, 10, op->etag);
 	sqlite3_bind_int64(st, 11, op->created_at_ms);
 	sqlite3_bind_int64(st, 12, op->expires_at_ms);
 	sqlite3_bind_int64(st, 13, op->next_poll_at_ms);
@@ -363,14 +371,14 @@ nyx_ledger_insert(struct nyx_ledger *l, struct nyx_op *op, const char *secret,
 	sqlite3_bind_int64(st, 15, op->stop_deadline_ms);
 	sqlite3_bind_int64(st, 16, op->retry_delay_ms);
 	sqlite3_bind_int(st, 17, op->terminal);
-	bind_text(st, 18, op->secret_name);
-	bind_text(st, 19, op->secret_sha256);
-	bind_text(st, 20, op->key_sha256);
-	bind_text(st, 21, op->owner);
-	bind_text(st, 22, op->request_id);
-	bind_text(st, 23, op->call_id);
+	nyx_ledger_bind_text(st, 18, op->secret_name);
+	nyx_ledger_bind_text(st, 19, op->secret_sha256);
+	nyx_ledger_bind_text(st, 20, op->key_sha256);
+	nyx_ledger_bind_text(st, 21, op->owner);
+	nyx_ledger_bind_text(st, 22, op->request_id);
+	nyx_ledger_bind_text(st, 23, op->call_id);
 	if (sqlite3_step(st) != SQLITE_DONE) {
-		rc = db_fail(l, err, "insert");
+		rc = nyx_ledger_db_fail(l, err, "insert");
 		goto undo;
 	}
 	sqlite3_finalize(st);
@@ -382,8 +390,8 @@ undo:
 	return rc;
 }
 
-static void
-col_text(sqlite3_stmt *st, int i, char *dst, size_t n)
+void
+nyx_ledger_col_text(sqlite3_stmt *st, int i, char *dst, size_t n)
 {
 	const unsigned char *v = sqlite3_column_text(st, i);
 
@@ -406,22 +414,23 @@ nyx_ledger_get(struct nyx_ledger *l, const char *handle, struct nyx_op *op,
 	int rc;
 
 	if (sqlite3_prepare_v2(l->db, sql, -1, &st, NULL) != SQLITE_OK)
-		return db_fail(l, err, "read");
-	bind_text(st, 1, handle);
+		return nyx_ledger_db_fail(l, err, "read");
+	nyx_ledger_bind_text(st, 1, handle);
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW) {
 		memset(op, 0, sizeof(*op));
-		col_text(st, 0, op->handle, sizeof(op->handle));
-		col_text(
+		nyx_ledger_col_text(st, 0, op->handle, sizeof(op->handle));
+		nyx_ledger_col_text(
 		    st, 1, op->user_service_id, sizeof(op->user_service_id));
-		col_text(st, 2, op->slug, sizeof(op->slug));
-		col_text(st, 3, op->base_url, sizeof(op->base_url));
-		col_text(st, 4, op->language, sizeof(op->language));
+		nyx_ledger_col_text(st, 2, op->slug, sizeof(op->slug));
+		nyx_ledger_col_text(st, 3, op->base_url, sizeof(op->base_url));
+		nyx_ledger_col_text(st, 4, op->language, sizeof(op->language));
 		op->timeout_secs = sqlite3_column_int(st, 5);
-		col_text(st, 6, op->operation_id, sizeof(op->operation_id));
-		col_text(st, 7, op->status, sizeof(op->status));
-		col_text(st, 8, op->phase, sizeof(op->phase));
-		col_text(st, 9, op->etag, sizeof(op->etag));
+		nyx_ledger_col_text(
+		    st, 6, op->operation_id, sizeof(op->operation_id));
+		nyx_ledger_col_text(st, 7, op->status, sizeof(op->status));
+		nyx_ledger_col_text(st, 8, op->phase, sizeof(op->phase));
+		nyx_ledger_col_text(st, 9, op->etag, sizeof(op->etag));
 		op->created_at_ms = sqlite3_column_int64(st, 10);
 		op->expires_at_ms = sqlite3_column_int64(st, 11);
 		op->next_poll_at_ms = sqlite3_column_int64(st, 12);
@@ -429,24 +438,28 @@ nyx_ledger_get(struct nyx_ledger *l, const char *handle, struct nyx_op *op,
 		op->stop_deadline_ms = sqlite3_column_int64(st, 14);
 		op->retry_delay_ms = (long)sqlite3_column_int64(st, 15);
 		op->terminal = sqlite3_column_int(st, 16) != 0;
-		col_text(st, 17, op->secret_name, sizeof(op->secret_name));
-		col_text(st, 18, op->secret_sha256, sizeof(op->secret_sha256));
-		col_text(st, 19, op->key_sha256, sizeof(op->key_sha256));
-		col_text(st, 20, op->version, sizeof(op->version));
+		nyx_ledger_col_text(
+		    st, 17, op->secret_name, sizeof(op->secret_name));
+		nyx_ledger_col_text(
+		    st, 18, op->secret_sha256, sizeof(op->secret_sha256));
+		nyx_ledger_col_text(
+		    st, 19, op->key_sha256, sizeof(op->key_sha256));
+		nyx_ledger_col_text(st, 20, op->version, sizeof(op->version));
 		op->cancel_requested = sqlite3_column_int(st, 21) != 0;
 		op->submits = sqlite3_column_int(st, 22);
 		op->exit_code = sqlite3_column_int(st, 23);
 		op->child_exit = sqlite3_column_int(st, 24);
-		col_text(st, 25, op->owner, sizeof(op->owner));
-		col_text(st, 26, op->request_id, sizeof(op->request_id));
-		col_text(st, 27, op->call_id, sizeof(op->call_id));
+		nyx_ledger_col_text(st, 25, op->owner, sizeof(op->owner));
+		nyx_ledger_col_text(
+		    st, 26, op->request_id, sizeof(op->request_id));
+		nyx_ledger_col_text(st, 27, op->call_id, sizeof(op->call_id));
 		sqlite3_finalize(st);
 		return 1;
 	}
 	sqlite3_finalize(st);
 	if (rc == SQLITE_DONE)
 		return 0;
-	return db_fail(l, err, "read");
+	return nyx_ledger_db_fail(l, err, "read");
 }
 
 int
@@ -471,36 +484,37 @@ nyx_ledger_save_intent(struct nyx_ledger *l, const struct nyx_op *op,
 	sqlite3_stmt *st;
 	int rc;
 
-	if (intent != NULL && exec_sql(l, "BEGIN IMMEDIATE", err) < 0)
+	if (intent != NULL &&
+	    nyx_ledger_exec_sql(l, "BEGIN IMMEDIATE", err) < 0)
 		return -1;
 	if (sqlite3_prepare_v2(l->db, sql, -1, &st, NULL) != SQLITE_OK) {
-		rc = db_fail(l, err, "update");
+		rc = nyx_ledger_db_fail(l, err, "update");
 		goto rollback;
 	}
-	bind_text(st, 1, op->operation_id);
-	bind_text(st, 2, op->status);
-	bind_text(st, 3, op->phase);
-	bind_text(st, 4, op->etag);
+	nyx_ledger_bind_text(st, 1, op->operation_id);
+	nyx_ledger_bind_text(st, 2, op->status);
+	nyx_ledger_bind_text(st, 3, op->phase);
+	nyx_ledger_bind_text(st, 4, op->etag);
 	sqlite3_bind_int64(st, 5, op->expires_at_ms);
 	sqlite3_bind_int64(st, 6, op->next_poll_at_ms);
 	sqlite3_bind_int64(st, 7, op->recovery_until_ms);
 	sqlite3_bind_int64(st, 8, op->stop_deadline_ms);
 	sqlite3_bind_int64(st, 9, op->retry_delay_ms);
 	sqlite3_bind_int(st, 10, op->terminal || result != NULL);
-	bind_text(st, 11, op->version);
+	nyx_ledger_bind_text(st, 11, op->version);
 	sqlite3_bind_int(st, 12, op->cancel_requested);
 	sqlite3_bind_int(st, 13, op->submits);
 	sqlite3_bind_int(st, 14, op->exit_code);
 	sqlite3_bind_int(st, 15, op->child_exit);
 	if (result != NULL)
-		bind_text(st, 16, result);
+		nyx_ledger_bind_text(st, 16, result);
 	else
 		sqlite3_bind_null(st, 16);
-	bind_text(st, 17, op->handle);
+	nyx_ledger_bind_text(st, 17, op->handle);
 	rc = sqlite3_step(st);
 	sqlite3_finalize(st);
 	if (rc != SQLITE_DONE) {
-		rc = db_fail(l, err, "update");
+		rc = nyx_ledger_db_fail(l, err, "update");
 		goto rollback;
 	}
 	if (sqlite3_changes(l->db) != 1) {
@@ -516,7 +530,7 @@ nyx_ledger_save_intent(struct nyx_ledger *l, const struct nyx_op *op,
 			rc = -1;
 			goto rollback;
 		}
-		if (exec_sql(l, "COMMIT", err) < 0) {
+		if (nyx_ledger_exec_sql(l, "COMMIT", err) < 0) {
 			rc = -1;
 			goto rollback;
 		}
@@ -554,15 +568,15 @@ nyx_ledger_find_key(struct nyx_ledger *l, const char *key_sha256,
 	if (sqlite3_prepare_v2(l->db,
 	        "SELECT handle FROM operations WHERE key_sha256 = ?", -1, &st,
 	        NULL) != SQLITE_OK)
-		return db_fail(l, err, "read");
-	bind_text(st, 1, key_sha256);
+		return nyx_ledger_db_fail(l, err, "read");
+	nyx_ledger_bind_text(st, 1, key_sha256);
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW)
-		col_text(st, 0, handle, 32);
+		nyx_ledger_col_text(st, 0, handle, 32);
 	sqlite3_finalize(st);
 	if (rc == SQLITE_ROW)
 		return 1;
-	return rc == SQLITE_DONE ? 0 : db_fail(l, err, "read");
+	return rc == SQLITE_DONE ? 0 : nyx_ledger_db_fail(l, err, "read");
 }
 
 char *
@@ -575,7 +589,7 @@ nyx_ledger_result(struct nyx_ledger *l, const char *handle)
 	        "SELECT result FROM operations WHERE handle = ?", -1, &st,
 	        NULL) != SQLITE_OK)
 		return NULL;
-	bind_text(st, 1, handle);
+	nyx_ledger_bind_text(st, 1, handle);
 	if (sqlite3_step(st) == SQLITE_ROW &&
 	    sqlite3_column_type(st, 0) == SQLITE_TEXT)
 		out = strdup((const char *)sqlite3_column_text(st, 0));
@@ -587,8 +601,9 @@ nyx_ledger_result(struct nyx_ledger *l, const char *handle)
  * The first column of every row of sql, as a NULL-terminated list; arg,
  * when not NULL, is bound to the statement's ?1 (never spliced in).
  */
-static int
-strings_of(sqlite3 *db, const char *sql, const char *arg, char ***out)
+int
+nyx_ledger_strings_of(
+    sqlite3 *db, const char *sql, const char *arg, char ***out)
 {
 	sqlite3_stmt *st;
 	char **v = NULL;
@@ -645,8 +660,9 @@ nyx_ledger_list(
 	      "ORDER BY created_at_ms, handle"
 	    : "SELECT handle FROM operations ORDER BY created_at_ms, handle";
 
-	return strings_of(l->db, sql, NULL, out) == 0 ? 0
-	                                              : db_fail(l, err, "list");
+	return nyx_ledger_strings_of(l->db, sql, NULL, out) == 0
+	    ? 0
+	    : nyx_ledger_db_fail(l, err, "list");
 }
 
 int
@@ -721,10 +737,10 @@ claim_if(struct nyx_ledger *l, const char *handle, const char *owner,
 
 	if (sqlite3_prepare_v2(l->db, sql, -1, &st, NULL) != SQLITE_OK)
 		return -1;
-	bind_text(st, 1, owner);
+	nyx_ledger_bind_text(st, 1, owner);
 	sqlite3_bind_int64(st, 2, until);
-	bind_text(st, 3, handle);
-	bind_text(st, 4, arg);
+	nyx_ledger_bind_text(st, 3, handle);
+	nyx_ledger_bind_text(st, 4, arg);
 	if (now_ms >= 0)
 		sqlite3_bind_int64(st, 5, now_ms);
 	rc = sqlite3_step(st);
@@ -753,12 +769,12 @@ nyx_ledger_claim(struct nyx_ledger *l, const char *handle, const char *owner,
 
 	rc = claim_if(l, handle, owner, now_ms + lease_ms, sql, owner, now_ms);
 	if (rc != 0)
-		return rc < 0 ? db_fail(l, err, "claim") : 1;
+		return rc < 0 ? nyx_ledger_db_fail(l, err, "claim") : 1;
 	if (sqlite3_prepare_v2(l->db,
 	        "SELECT lease_owner FROM operations WHERE handle = ?", -1, &st,
 	        NULL) != SQLITE_OK)
-		return db_fail(l, err, "claim");
-	bind_text(st, 1, handle);
+		return nyx_ledger_db_fail(l, err, "claim");
+	nyx_ledger_bind_text(st, 1, handle);
 	if (sqlite3_step(st) == SQLITE_ROW &&
 	    sqlite3_column_type(st, 0) == SQLITE_TEXT)
 		holder = strdup((const char *)sqlite3_column_text(st, 0));
@@ -768,7 +784,7 @@ nyx_ledger_claim(struct nyx_ledger *l, const char *handle, const char *owner,
 		rc = claim_if(
 		    l, handle, owner, now_ms + lease_ms, take, holder, -1);
 	free(holder);
-	return rc < 0 ? db_fail(l, err, "claim") : rc;
+	return rc < 0 ? nyx_ledger_db_fail(l, err, "claim") : rc;
 }
 
 int
@@ -782,355 +798,10 @@ nyx_ledger_release(struct nyx_ledger *l, const char *handle, const char *owner,
 	int rc;
 
 	if (sqlite3_prepare_v2(l->db, sql, -1, &st, NULL) != SQLITE_OK)
-		return db_fail(l, err, "release");
-	bind_text(st, 1, handle);
-	bind_text(st, 2, owner);
+		return nyx_ledger_db_fail(l, err, "release");
+	nyx_ledger_bind_text(st, 1, handle);
+	nyx_ledger_bind_text(st, 2, owner);
 	rc = sqlite3_step(st);
 	sqlite3_finalize(st);
-	return rc == SQLITE_DONE ? 0 : db_fail(l, err, "release");
-}
-
-/* ---- the audit trail's intents and index ---- */
-
-int
-nyx_ledger_intent_put(struct nyx_ledger *l, const char *id, const char *record,
-    const char *handle, struct nyx_err *err)
-{
-	sqlite3_stmt *st;
-	int rc;
-
-	if (sqlite3_prepare_v2(l->db,
-	        "INSERT OR IGNORE INTO audit_intents (audit_id, record, "
-	        "handle, created_at_ms) VALUES (?, ?, ?, "
-	        "CAST(strftime('%s','now') AS INTEGER) * 1000)",
-	        -1, &st, NULL) != SQLITE_OK)
-		return db_fail(l, err, "intent");
-	bind_text(st, 1, id);
-	bind_text(st, 2, record);
-	if (handle != NULL)
-		bind_text(st, 3, handle);
-	else
-		sqlite3_bind_null(st, 3);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		return db_fail(l, err, "intent");
-	if (sqlite3_changes(l->db) == 1)
-		return 1;
-	/* frozen: an existing intent is never replaced */
-	{
-		char *old = NULL;
-		int same;
-
-		if (sqlite3_prepare_v2(l->db,
-		        "SELECT record FROM audit_intents WHERE audit_id = ?",
-		        -1, &st, NULL) != SQLITE_OK)
-			return db_fail(l, err, "intent");
-		bind_text(st, 1, id);
-		if (sqlite3_step(st) == SQLITE_ROW)
-			old = strdup((const char *)sqlite3_column_text(st, 0));
-		sqlite3_finalize(st);
-		same = old != NULL && strcmp(old, record) == 0;
-		free(old);
-		return same ? 0 : 2;
-	}
-}
-
-char *
-nyx_ledger_intent_get(struct nyx_ledger *l, const char *id)
-{
-	sqlite3_stmt *st;
-	char *out = NULL;
-
-	if (sqlite3_prepare_v2(l->db,
-	        "SELECT record FROM audit_intents WHERE audit_id = ?", -1, &st,
-	        NULL) != SQLITE_OK)
-		return NULL;
-	bind_text(st, 1, id);
-	if (sqlite3_step(st) == SQLITE_ROW)
-		out = strdup((const char *)sqlite3_column_text(st, 0));
-	sqlite3_finalize(st);
-	return out;
-}
-
-int
-nyx_ledger_intents(
-    struct nyx_ledger *l, const char *handle, char ***ids, struct nyx_err *err)
-{
-	return strings_of(l->db,
-	           handle == NULL
-	               ? "SELECT audit_id FROM audit_intents ORDER BY "
-	                 "created_at_ms, audit_id"
-	               : "SELECT audit_id FROM audit_intents WHERE handle = ?1 "
-	                 "ORDER BY created_at_ms, audit_id",
-	           handle, ids) == 0
-	    ? 0
-	    : db_fail(l, err, "intents");
-}
-
-int
-nyx_ledger_intent_done(
-    struct nyx_ledger *l, const char *id, struct nyx_err *err)
-{
-	sqlite3_stmt *st;
-	int rc;
-
-	if (sqlite3_prepare_v2(l->db,
-	        "DELETE FROM audit_intents WHERE audit_id = ?", -1, &st,
-	        NULL) != SQLITE_OK)
-		return db_fail(l, err, "intent");
-	bind_text(st, 1, id);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	return rc == SQLITE_DONE ? 0 : db_fail(l, err, "intent");
-}
-
-int
-nyx_ledger_audit_lookup(struct nyx_ledger *l, const char *id, char content[65],
-    char semantic[65], struct nyx_err *err)
-{
-	sqlite3_stmt *st;
-	int rc;
-
-	if (sqlite3_prepare_v2(l->db,
-	        "SELECT content_hash, semantic_hash FROM audit_index WHERE "
-	        "audit_id = ?",
-	        -1, &st, NULL) != SQLITE_OK)
-		return db_fail(l, err, "audit index");
-	bind_text(st, 1, id);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		col_text(st, 0, content, 65);
-		col_text(st, 1, semantic, 65);
-	}
-	sqlite3_finalize(st);
-	if (rc == SQLITE_ROW)
-		return 1;
-	return rc == SQLITE_DONE ? 0 : db_fail(l, err, "audit index");
-}
-
-int
-nyx_ledger_audit_index(struct nyx_ledger *l, const char *id,
-    const char *content, const char *semantic, int64_t covered,
-    struct nyx_err *err)
-{
-	sqlite3_stmt *st;
-	int rc = SQLITE_DONE;
-
-	if (id != NULL) {
-		if (sqlite3_prepare_v2(l->db,
-		        "INSERT OR IGNORE INTO audit_index (audit_id, "
-		        "content_hash, semantic_hash) VALUES (?, ?, ?)",
-		        -1, &st, NULL) != SQLITE_OK)
-			return db_fail(l, err, "audit index");
-		bind_text(st, 1, id);
-		bind_text(st, 2, content);
-		bind_text(st, 3, semantic);
-		rc = sqlite3_step(st);
-		sqlite3_finalize(st);
-	}
-	if (rc != SQLITE_DONE ||
-	    sqlite3_prepare_v2(l->db,
-	        "INSERT OR REPLACE INTO audit_meta (k, v) VALUES "
-	        "('covered', ?)",
-	        -1, &st, NULL) != SQLITE_OK)
-		return db_fail(l, err, "audit index");
-	sqlite3_bind_int64(st, 1, covered);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	return rc == SQLITE_DONE ? 0 : db_fail(l, err, "audit index");
-}
-
-int
-nyx_ledger_audit_covered(
-    struct nyx_ledger *l, int64_t *covered, struct nyx_err *err)
-{
-	sqlite3_stmt *st;
-	int rc;
-
-	*covered = 0;
-	if (sqlite3_prepare_v2(l->db,
-	        "SELECT v FROM audit_meta WHERE k = 'covered'", -1, &st,
-	        NULL) != SQLITE_OK)
-		return db_fail(l, err, "audit index");
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
-		*covered = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	return rc == SQLITE_ROW || rc == SQLITE_DONE
-	    ? 0
-	    : db_fail(l, err, "audit index");
-}
-
-int
-nyx_ledger_audit_reset(struct nyx_ledger *l, struct nyx_err *err)
-{
-	return exec_sql(
-	    l, "DELETE FROM audit_index; DELETE FROM audit_meta", err);
-}
-
-/* ---- approvals ---- */
-
-static void
-approval_row(sqlite3_stmt *st, struct nyx_approval *a)
-{
-	memset(a, 0, sizeof(*a));
-	col_text(st, 0, a->id, sizeof(a->id));
-	col_text(st, 1, a->owner, sizeof(a->owner));
-	col_text(st, 2, a->request_id, sizeof(a->request_id));
-	col_text(st, 3, a->call_id, sizeof(a->call_id));
-	col_text(st, 4, a->arguments_sha256, sizeof(a->arguments_sha256));
-	col_text(st, 5, a->secret_name, sizeof(a->secret_name));
-	col_text(st, 6, a->state, sizeof(a->state));
-	a->created_at_ms = sqlite3_column_int64(st, 7);
-	col_text(st, 8, a->decided_by, sizeof(a->decided_by));
-	a->decided_at_ms = sqlite3_column_int64(st, 9);
-	a->consumed_at_ms = sqlite3_column_int64(st, 10);
-}
-
-#define APPROVAL_COLS                                                          \
-	"id, owner, request_id, call_id, arguments_sha256, secret_name, "      \
-	"state, created_at_ms, decided_by, decided_at_ms, consumed_at_ms"
-
-int
-nyx_ledger_approval_put(struct nyx_ledger *l, struct nyx_approval *a,
-    const char *args, size_t len, struct nyx_err *err)
-{
-	sqlite3_stmt *st;
-	char sha[NYX_SHA256_HEX];
-	int rc;
-
-	/* the arguments hold the prompt: a secret file, like a source */
-	if (nyx_sha256_hex(a->id, strlen(a->id), sha) < 0)
-		return nyx_err_set(
-		    err, NYX_EXIT_SOFTWARE, "hash_failed", "SHA-256 failed");
-	snprintf(a->secret_name, sizeof(a->secret_name), "a-%.40s", sha);
-	{
-		char path[800];
-
-		snprintf(
-		    path, sizeof(path), "%s/%s", l->secrets, a->secret_name);
-		unlink(path); /* a re-requested approval rewrites it */
-	}
-	if (write_secret(l, a->secret_name, args, len, err) < 0)
-		return -1;
-	if (sqlite3_prepare_v2(l->db,
-	        "INSERT OR REPLACE INTO approvals (" APPROVAL_COLS
-	        ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, 0)",
-	        -1, &st, NULL) != SQLITE_OK)
-		return db_fail(l, err, "approval");
-	bind_text(st, 1, a->id);
-	bind_text(st, 2, a->owner);
-	bind_text(st, 3, a->request_id);
-	bind_text(st, 4, a->call_id);
-	bind_text(st, 5, a->arguments_sha256);
-	bind_text(st, 6, a->secret_name);
-	bind_text(st, 7, a->state);
-	sqlite3_bind_int64(st, 8, a->created_at_ms);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	return rc == SQLITE_DONE ? 0 : db_fail(l, err, "approval");
-}
-
-int
-nyx_ledger_approval_get(struct nyx_ledger *l, const char *id,
-    struct nyx_approval *a, struct nyx_err *err)
-{
-	sqlite3_stmt *st;
-	int rc;
-
-	if (sqlite3_prepare_v2(l->db,
-	        "SELECT " APPROVAL_COLS " FROM approvals WHERE id = ?", -1, &st,
-	        NULL) != SQLITE_OK)
-		return db_fail(l, err, "approval");
-	bind_text(st, 1, id);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
-		approval_row(st, a);
-	sqlite3_finalize(st);
-	if (rc == SQLITE_ROW)
-		return 1;
-	return rc == SQLITE_DONE ? 0 : db_fail(l, err, "approval");
-}
-
-int
-nyx_ledger_approval_grant(struct nyx_ledger *l, const char *owner,
-    const char *request_id, const char *call_id, struct nyx_approval *a,
-    struct nyx_err *err)
-{
-	sqlite3_stmt *st;
-	int rc;
-
-	if (sqlite3_prepare_v2(l->db,
-	        "SELECT " APPROVAL_COLS " FROM approvals WHERE owner = ? AND "
-	        "request_id = ? AND call_id = ? AND state = 'approved' "
-	        "ORDER BY decided_at_ms LIMIT 1",
-	        -1, &st, NULL) != SQLITE_OK)
-		return db_fail(l, err, "approval");
-	bind_text(st, 1, owner);
-	bind_text(st, 2, request_id);
-	bind_text(st, 3, call_id);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
-		approval_row(st, a);
-	sqlite3_finalize(st);
-	if (rc == SQLITE_ROW)
-		return 1;
-	return rc == SQLITE_DONE ? 0 : db_fail(l, err, "approval");
-}
-
-int
-nyx_ledger_approval_move(struct nyx_ledger *l, const char *id, const char *from,
-    const char *to, const char *who, int64_t now_ms, struct nyx_err *err)
-{
-	sqlite3_stmt *st;
-	bool consume = strcmp(to, "consumed") == 0;
-	int rc;
-
-	if (sqlite3_prepare_v2(l->db,
-	        consume ? "UPDATE approvals SET state = ?, consumed_at_ms = ? "
-	                  "WHERE id = ? AND state = ?"
-	                : "UPDATE approvals SET state = ?, decided_at_ms = ?, "
-	                  "decided_by = ? WHERE id = ? AND state = ?",
-	        -1, &st, NULL) != SQLITE_OK)
-		return db_fail(l, err, "approval");
-	bind_text(st, 1, to);
-	sqlite3_bind_int64(st, 2, now_ms);
-	if (consume) {
-		bind_text(st, 3, id);
-		bind_text(st, 4, from);
-	} else {
-		bind_text(st, 3, who);
-		bind_text(st, 4, id);
-		bind_text(st, 5, from);
-	}
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		return db_fail(l, err, "approval");
-	return sqlite3_changes(l->db) == 1 ? 1 : 0;
-}
-
-int
-nyx_ledger_approvals(struct nyx_ledger *l, char ***ids, struct nyx_err *err)
-{
-	return strings_of(l->db,
-	           "SELECT id FROM approvals ORDER BY created_at_ms, id", NULL,
-	           ids) == 0
-	    ? 0
-	    : db_fail(l, err, "approval");
-}
-
-int
-nyx_ledger_approval_args(struct nyx_ledger *l, const struct nyx_approval *a,
-    struct nyx_buf *out, struct nyx_err *err)
-{
-	struct nyx_op op;
-
-	memset(&op, 0, sizeof(op));
-	snprintf(op.handle, sizeof(op.handle), "approval");
-	snprintf(op.secret_name, sizeof(op.secret_name), "%s", a->secret_name);
-	snprintf(op.secret_sha256, sizeof(op.secret_sha256), "%s",
-	    a->arguments_sha256);
-	return nyx_ledger_read_secret(l, &op, out, err);
+	return rc == SQLITE_DONE ? 0 : nyx_ledger_db_fail(l, err, "release");
 }

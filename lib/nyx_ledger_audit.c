@@ -1,0 +1,192 @@
+/*
+ * The ledger's part of the audit trail (see nyx_ledger.h): frozen
+ * intents and the index of what audit.jsonl holds.
+ */
+#include "nyx_ledger.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nyx_ledger_int.h"
+
+/* ---- the audit trail's intents and index ---- */
+
+int
+nyx_ledger_intent_put(struct nyx_ledger *l, const char *id, const char *record,
+    const char *handle, struct nyx_err *err)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (sqlite3_prepare_v2(l->db,
+	        "INSERT OR IGNORE INTO audit_intents (audit_id, record, "
+	        "handle, created_at_ms) VALUES (?, ?, ?, "
+	        "CAST(strftime('%s','now') AS INTEGER) * 1000)",
+	        -1, &st, NULL) != SQLITE_OK)
+		return nyx_ledger_db_fail(l, err, "intent");
+	nyx_ledger_bind_text(st, 1, id);
+	nyx_ledger_bind_text(st, 2, record);
+	if (handle != NULL)
+		nyx_ledger_bind_text(st, 3, handle);
+	else
+		sqlite3_bind_null(st, 3);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		return nyx_ledger_db_fail(l, err, "intent");
+	if (sqlite3_changes(l->db) == 1)
+		return 1;
+	/* frozen: an existing intent is never replaced */
+	{
+		char *old = NULL;
+		int same;
+
+		if (sqlite3_prepare_v2(l->db,
+		        "SELECT record FROM audit_intents WHERE audit_id = ?",
+		        -1, &st, NULL) != SQLITE_OK)
+			return nyx_ledger_db_fail(l, err, "intent");
+		nyx_ledger_bind_text(st, 1, id);
+		if (sqlite3_step(st) == SQLITE_ROW)
+			old = strdup((const char *)sqlite3_column_text(st, 0));
+		sqlite3_finalize(st);
+		same = old != NULL && strcmp(old, record) == 0;
+		free(old);
+		return same ? 0 : 2;
+	}
+}
+
+char *
+nyx_ledger_intent_get(struct nyx_ledger *l, const char *id)
+{
+	sqlite3_stmt *st;
+	char *out = NULL;
+
+	if (sqlite3_prepare_v2(l->db,
+	        "SELECT record FROM audit_intents WHERE audit_id = ?", -1, &st,
+	        NULL) != SQLITE_OK)
+		return NULL;
+	nyx_ledger_bind_text(st, 1, id);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		out = strdup((const char *)sqlite3_column_text(st, 0));
+	sqlite3_finalize(st);
+	return out;
+}
+
+int
+nyx_ledger_intents(
+    struct nyx_ledger *l, const char *handle, char ***ids, struct nyx_err *err)
+{
+	return nyx_ledger_strings_of(l->db,
+	           handle == NULL
+	               ? "SELECT audit_id FROM audit_intents ORDER BY "
+	                 "created_at_ms, audit_id"
+	               : "SELECT audit_id FROM audit_intents WHERE handle = ?1 "
+	                 "ORDER BY created_at_ms, audit_id",
+	           handle, ids) == 0
+	    ? 0
+	    : nyx_ledger_db_fail(l, err, "intents");
+}
+
+int
+nyx_ledger_intent_done(
+    struct nyx_ledger *l, const char *id, struct nyx_err *err)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (sqlite3_prepare_v2(l->db,
+	        "DELETE FROM audit_intents WHERE audit_id = ?", -1, &st,
+	        NULL) != SQLITE_OK)
+		return nyx_ledger_db_fail(l, err, "intent");
+	nyx_ledger_bind_text(st, 1, id);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : nyx_ledger_db_fail(l, err, "intent");
+}
+
+int
+nyx_ledger_audit_lookup(struct nyx_ledger *l, const char *id, char content[65],
+    char semantic[65], struct nyx_err *err)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (sqlite3_prepare_v2(l->db,
+	        "SELECT content_hash, semantic_hash FROM audit_index WHERE "
+	        "audit_id = ?",
+	        -1, &st, NULL) != SQLITE_OK)
+		return nyx_ledger_db_fail(l, err, "audit index");
+	nyx_ledger_bind_text(st, 1, id);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		nyx_ledger_col_text(st, 0, content, 65);
+		nyx_ledger_col_text(st, 1, semantic, 65);
+	}
+	sqlite3_finalize(st);
+	if (rc == SQLITE_ROW)
+		return 1;
+	return rc == SQLITE_DONE ? 0
+	                         : nyx_ledger_db_fail(l, err, "audit index");
+}
+
+int
+nyx_ledger_audit_index(struct nyx_ledger *l, const char *id,
+    const char *content, const char *semantic, int64_t covered,
+    struct nyx_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = SQLITE_DONE;
+
+	if (id != NULL) {
+		if (sqlite3_prepare_v2(l->db,
+		        "INSERT OR IGNORE INTO audit_index (audit_id, "
+		        "content_hash, semantic_hash) VALUES (?, ?, ?)",
+		        -1, &st, NULL) != SQLITE_OK)
+			return nyx_ledger_db_fail(l, err, "audit index");
+		nyx_ledger_bind_text(st, 1, id);
+		nyx_ledger_bind_text(st, 2, content);
+		nyx_ledger_bind_text(st, 3, semantic);
+		rc = sqlite3_step(st);
+		sqlite3_finalize(st);
+	}
+	if (rc != SQLITE_DONE ||
+	    sqlite3_prepare_v2(l->db,
+	        "INSERT OR REPLACE INTO audit_meta (k, v) VALUES "
+	        "('covered', ?)",
+	        -1, &st, NULL) != SQLITE_OK)
+		return nyx_ledger_db_fail(l, err, "audit index");
+	sqlite3_bind_int64(st, 1, covered);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0
+	                         : nyx_ledger_db_fail(l, err, "audit index");
+}
+
+int
+nyx_ledger_audit_covered(
+    struct nyx_ledger *l, int64_t *covered, struct nyx_err *err)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	*covered = 0;
+	if (sqlite3_prepare_v2(l->db,
+	        "SELECT v FROM audit_meta WHERE k = 'covered'", -1, &st,
+	        NULL) != SQLITE_OK)
+		return nyx_ledger_db_fail(l, err, "audit index");
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		*covered = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return rc == SQLITE_ROW || rc == SQLITE_DONE
+	    ? 0
+	    : nyx_ledger_db_fail(l, err, "audit index");
+}
+
+int
+nyx_ledger_audit_reset(struct nyx_ledger *l, struct nyx_err *err)
+{
+	return nyx_ledger_exec_sql(
+	    l, "DELETE FROM audit_index; DELETE FROM audit_meta", err);
+}
