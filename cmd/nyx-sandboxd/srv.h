@@ -1,6 +1,8 @@
 /*
- * srv: the HTTP server behind nyx-sandboxd, on libmicrohttpd (the only
- * file that includes it).
+ * srv: the HTTP server behind nyx-sandboxd, on libmicrohttpd (only the
+ * server's own files include it, through srv_int.h).  srv.c is the HTTP
+ * glue and routing; nyxid.c the NyxID API and proxy; control.c the
+ * control plane; chronod.c the Chrono emulation behind the proxy.
  *
  * One thread per connection, so a delayed answer never stalls another.
  * Every request is matched against the fault plan first, then routed to
