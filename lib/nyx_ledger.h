@@ -231,4 +231,12 @@ int nyx_ledger_approval_args(struct nyx_ledger *l, const struct nyx_approval *a,
 struct sqlite3;
 int nyx_ledger_sqlite_open(const char *path, struct sqlite3 **db);
 
+/*
+ * The first column of every row of sql, as a NULL-terminated heap list
+ * (nyx_ledger_free_list); arg, when not NULL, is bound to ?1, never
+ * spliced in.  0, or -1.
+ */
+int nyx_ledger_strings_of(
+    struct sqlite3 *db, const char *sql, const char *arg, char ***out);
+
 #endif

@@ -29,9 +29,6 @@ int nyx_ledger_exec_sql(
 void nyx_ledger_bind_text(sqlite3_stmt *st, int i, const char *s);
 /* Column i as text into dst (n bytes, "" for NULL). */
 void nyx_ledger_col_text(sqlite3_stmt *st, int i, char *dst, size_t n);
-/* The first column of every row, NULL-terminated; arg bound to ?1. */
-int nyx_ledger_strings_of(
-    sqlite3 *db, const char *sql, const char *arg, char ***out);
 /* A 0600 secrets/ file written whole and fsync'd. */
 int nyx_ledger_write_secret(struct nyx_ledger *l, const char *name,
     const char *data, size_t n, struct nyx_err *err);

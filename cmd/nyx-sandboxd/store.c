@@ -71,37 +71,8 @@ nyx_store_put(
 int
 nyx_store_load(struct nyx_store *s, char ***docs, struct nyx_err *err)
 {
-	sqlite3_stmt *st;
-	char **v = NULL;
-	size_t n = 0, cap = 0;
-	int rc;
-
-	*docs = NULL;
-	if (sqlite3_prepare_v2(s->db, "SELECT doc FROM executions ORDER BY id",
-	        -1, &st, NULL) != SQLITE_OK)
-		return store_fail(s, err, "load");
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		const unsigned char *t = sqlite3_column_text(st, 0);
-
-		if (n + 2 > cap) {
-			char **nv =
-			    realloc(v, (cap = cap ? cap * 2 : 16) * sizeof(*v));
-
-			if (nv == NULL) {
-				rc = SQLITE_NOMEM;
-				break;
-			}
-			v = nv;
-		}
-		v[n] = strdup(t ? (const char *)t : "");
-		v[++n] = NULL;
-	}
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE ||
-	    (v == NULL && (v = calloc(1, sizeof(*v))) == NULL)) {
-		nyx_ledger_free_list(v);
-		return store_fail(s, err, "load");
-	}
-	*docs = v;
-	return 0;
+	return nyx_ledger_strings_of(s->db,
+	           "SELECT doc FROM executions ORDER BY id", NULL, docs) == 0
+	    ? 0
+	    : store_fail(s, err, "load");
 }
