@@ -129,13 +129,9 @@ inspect() {
 @test "policy mismatch: exact message, observations, values that disagree" {
 	reset_world "$R/drift.yaml"
 	run -3 --separate-stderr inspect "$ALICE"
-	jq_ok '.blocker.code=="CODE_EXECUTION_ROUTE_POLICY_MISMATCH"'
-	jq_ok '.blocker.runtime_code=="code_execution_route_policy_mismatch"'
-	jq_ok '.blocker.message=="The canonical platform code execution route policy differs: forward_access_token: [absent, false] -> true; delegation_token_scope: missing [proxy:*, sandbox:execute] -> contains [proxy:*, sandbox:execute]."'
-	jq_ok '.observations|length==2'
-	jq_ok '.observations[0]=={"user_service_id":"us-a","slug":"chrono-sandbox","forward_access_token":"false","inject_delegation_token":"true","missing_scopes":["sandbox:execute"],"auto_connected":false,"writable":true}'
-	jq_ok '.observations[1]=={"user_service_id":"us-b","slug":"chrono-sandbox-aevatar","forward_access_token":"absent","inject_delegation_token":"true","missing_scopes":["proxy:*"],"auto_connected":true,"writable":false}'
-	jq_ok '.counts=={"canonical":2,"accessible":2,"active":2,"eligible":0}'
+	# the whole record, but for this run's diagnostic id and port
+	diff -u "$R/drift.golden.json" <(last_line | jq -S 'del(.diagnostic_id, .base_url)')
+	jq_ok '.base_url==env.NYX_TEST_BASE and (.diagnostic_id|test("^nyx-[0-9a-f]{32}$"))'
 }
 
 @test "policy mismatch names only the differing fields" {
