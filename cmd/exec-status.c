@@ -237,7 +237,11 @@ item_code(const struct opts *o, const struct nyx_rec_item *it)
 		return o->child_code && it->d.op.child_exit >= 0
 		    ? it->d.op.child_exit
 		    : it->d.op.exit_code;
-	return it->d.fail_code != NULL ? it->d.fail_exit : NYX_EXIT_PENDING;
+	/* a recorded operation is never "retry the command" (75): a step
+	 * that failed transiently leaves it pending (PRODUCT 3) */
+	if (it->d.fail_code == NULL || it->d.fail_exit == NYX_EXIT_TEMPFAIL)
+		return NYX_EXIT_PENDING;
+	return it->d.fail_exit;
 }
 
 /* The record an item ends this run with: 0, or the write error's code. */
@@ -406,7 +410,8 @@ run(const struct opts *o, const struct nyx_common *cm, struct set *hs,
 	default:
 		goto out;
 	}
-	if (nyx_ledger_open(s.state_dir, &l, err) < 0)
+	if (nyx_ledger_open(s.state_dir, &l, err) < 0 ||
+	    nyx_ledger_sweep_secrets(l, err) < 0)
 		goto out;
 	if (o->list) {
 		code = list(l, hs, err);

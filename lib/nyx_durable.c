@@ -506,6 +506,34 @@ snapshot_valid(jv doc, const char *want_id, int64_t *expires)
 }
 
 /*
+ * When the operation's (stored) status is terminal, act on it: fetch the
+ * result of a succeeded or failed one (with no ETag), settle a cancelled
+ * or uncertain one.  False while it is still active.
+ */
+static bool
+act_on_terminal(struct nyx_dur *d)
+{
+	const char *st = d->op.status;
+
+	if (strcmp(st, "succeeded") == 0 || strcmp(st, "failed") == 0)
+		d->call = NYX_DUR_RESULT;
+	else if (strcmp(st, "cancelled") == 0)
+		nyx_dur_settle(d, "code_execution_cancelled", "cancelled",
+		    d->op.stop_deadline_ms > 0
+		        ? "Code execution cancellation was confirmed."
+		        : "The code execution was cancelled.",
+		    NYX_EXIT_NO);
+	else if (strcmp(st, "outcome_uncertain") == 0)
+		nyx_dur_settle(d, "code_execution_outcome_uncertain",
+		    "outcome_uncertain",
+		    "The outcome of the code execution is uncertain.",
+		    NYX_EXIT_UNCERTAIN);
+	else
+		return false;
+	return true;
+}
+
+/*
  * Take a valid snapshot into the operation and act on its status.  Returns
  * false when the document is not a valid snapshot of this operation.
  */
@@ -530,20 +558,9 @@ take_snapshot(
 	jv_free(ver);
 	d->op.cancel_requested = nyx_json_bool(doc, "cancel_requested") == 1;
 	shrink_expiry(&d->op, expires);
-	if (strcmp(st, "succeeded") == 0 || strcmp(st, "failed") == 0)
-		d->call = NYX_DUR_RESULT; /* the result, with no ETag */
-	else if (strcmp(st, "cancelled") == 0)
-		nyx_dur_settle(d, "code_execution_cancelled", "cancelled",
-		    d->op.stop_deadline_ms > 0
-		        ? "Code execution cancellation was confirmed."
-		        : "The code execution was cancelled.",
-		    NYX_EXIT_NO);
-	else if (strcmp(st, "outcome_uncertain") == 0)
-		nyx_dur_settle(d, "code_execution_outcome_uncertain",
-		    "outcome_uncertain",
-		    "The outcome of the code execution is uncertain.",
-		    NYX_EXIT_UNCERTAIN);
-	else if (d->expiring)
+	if (act_on_terminal(d))
+		return true;
+	if (d->expiring)
 		settle_expired(d); /* cancelled once; still active */
 	else
 		pend(d, now, nyx_dur_retry_after(r->retry_after, now), NULL, 0);
@@ -563,8 +580,12 @@ apply_status(
 		return;
 	}
 	if (r->fail == NYX_HTTP_OK && r->status == 304) {
+		/* the stored snapshot holds: a terminal one is acted on
+		 * exactly as on a 200, never rescheduled (WIRE 5) */
 		snprintf(d->op.etag, sizeof(d->op.etag), "%s", r->etag);
-		pend(d, now, nyx_dur_retry_after(r->retry_after, now), NULL, 0);
+		if (!act_on_terminal(d))
+			pend(d, now, nyx_dur_retry_after(r->retry_after, now),
+			    NULL, 0);
 		return;
 	}
 	if (r->fail == NYX_HTTP_OK && r->status == 200) {
@@ -697,6 +718,11 @@ nyx_dur_begin(struct nyx_dur *d, int64_t now)
 			    NYX_EXIT_UNCERTAIN);
 		else
 			d->call = NYX_DUR_SUBMIT; /* the same key, again */
+	} else if (strcmp(d->op.status, "succeeded") == 0 ||
+	    strcmp(d->op.status, "failed") == 0) {
+		/* a stored terminal snapshot whose result is not stored yet:
+		 * the result, on every step until it is (WIRE 5) */
+		d->call = NYX_DUR_RESULT;
 	} else if (now > nyx_dur_deadline(&d->op)) {
 		d->expiring = true;
 		d->call = NYX_DUR_CANCEL;

@@ -11,6 +11,7 @@
 
 #include "nyx_hash.h"
 #include "nyx_ledger_int.h"
+#include "nyx_log.h"
 #include "nyx_time.h"
 
 static const char schema_v1[] =
@@ -549,6 +550,32 @@ rollback:
 	if (intent != NULL)
 		sqlite3_exec(l->db, "ROLLBACK", NULL, NULL, NULL);
 	return rc;
+}
+
+int
+nyx_ledger_sweep_secrets(struct nyx_ledger *l, struct nyx_err *err)
+{
+	char **names = NULL;
+	size_t i;
+
+	if (nyx_ledger_strings_of(l->db,
+	        "SELECT secret_name FROM operations WHERE terminal = 1", NULL,
+	        &names) < 0)
+		return nyx_ledger_db_fail(l, err, "sweep");
+	for (i = 0; names[i] != NULL; i++) {
+		char path[800];
+
+		if (names[i][0] == '\0' || names[i][0] == '.' ||
+		    strchr(names[i], '/') != NULL)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", l->secrets, names[i]);
+		if (unlink(path) == 0)
+			nyx_log(NYX_LOG_INFO,
+			    "removed the leftover secret file of settled %s",
+			    names[i]);
+	}
+	nyx_ledger_free_list(names);
+	return 0;
 }
 
 int

@@ -116,6 +116,12 @@ int nyx_ledger_save_intent(struct nyx_ledger *l, const struct nyx_op *op,
 char *nyx_ledger_result(struct nyx_ledger *l, const char *handle);
 
 /* Persist every mutable field of op (by handle). */
+/*
+ * Remove the secrets/ files of settled operations that are still there
+ * (a crash between the terminal commit and the unlink leaves one).
+ */
+int nyx_ledger_sweep_secrets(struct nyx_ledger *l, struct nyx_err *err);
+
 int nyx_ledger_update(
     struct nyx_ledger *l, const struct nyx_op *op, struct nyx_err *err);
 

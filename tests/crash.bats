@@ -136,3 +136,14 @@ converges() {
 	sleep 4
 	executions | jq -s -e 'map(select(.status=="outcome_uncertain")) | length==1 and .[0].runs==1'
 }
+
+@test "a secret file a crash left behind a settled operation is swept by the next exec-status" {
+	run -0 code-exec --request-id sweep-1 -l bash -e 'echo ok'
+	name=$(ledger "SELECT secret_name FROM operations WHERE terminal = 1")
+	[ -n "$name" ]
+	# as a kill -9 between the terminal commit and the unlink leaves it
+	printf 'KEY\nSOURCE\n' >"$NYX_STATE_DIR/secrets/$name"
+	chmod 600 "$NYX_STATE_DIR/secrets/$name"
+	run -0 exec-status --list
+	[ ! -e "$NYX_STATE_DIR/secrets/$name" ]
+}

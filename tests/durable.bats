@@ -186,19 +186,20 @@ uncertain_submit() {
 	[ "$(request_count)" -eq 1 ]
 }
 
-@test "status rows: 410 expired, 503/429 retry with Retry-After clamped to 30 s, 401 stays pending" {
+@test "status rows: 410 expired, 503/429 pending (5) with Retry-After clamped to 30 s, 401 stays pending" {
 	run -5 code-exec --no-wait --request-id "$(rid a)" -l bash -e 'sleep 2'
 	h=$(last_line | jq -r .handle)
 	printf 'faults:\n  - {method: GET, path: "%s/*", status: 503, headers: {Retry-After: "300"}}\n' "$P" | put_faults
 	t0=$(date +%s)
-	run -75 exec-status --now "$h"
+	# a recorded operation never exits 75: it is pending (PRODUCT 3, rev 2)
+	run -5 exec-status --now "$h"
 	jq_ok '.type=="exec.status" and .terminal==false and .error.code=="ASYNC_EXECUTION_UNAVAILABLE" and .error.retryable==true'
 	d=$(($(last_line | jq -r '.next_poll_at|sub("\\.[0-9]+Z$";"Z")|fromdateiso8601') - t0))
 	[ "$d" -ge 29 ]
 	[ "$d" -le 32 ]
 	printf 'faults:\n  - {method: GET, path: "%s/*", status: 429, headers: {Retry-After: "0"}}\n' "$P" | put_faults
-	run -75 exec-status --now "$h"
-	jq_ok '.error.code=="EXECUTION_CAPACITY_EXCEEDED"'
+	run -5 exec-status --now "$h"
+	jq_ok '.error.code=="EXECUTION_CAPACITY_EXCEEDED" and .error.retryable==true'
 	printf 'faults:\n  - {method: GET, path: "%s/*", status: 401}\n' "$P" | put_faults
 	run -77 exec-status --now --wait "$h"
 	jq_ok '.terminal==false and .error.code=="NYXID_PROXY_UNAUTHORIZED"'
@@ -356,4 +357,39 @@ uncertain_submit() {
 	n=$(printf '%s\n' "$stderr" | sed -n 's/.* over \([0-9]*\) connection(s).*/\1/p')
 	[ "$n" -ge 1 ]
 	[ "$n" -le 8 ]
+}
+
+# WIRE 5, revision 2: a terminal snapshot, stored or confirmed by a 304,
+# always leads to the result fetch until the result is stored.
+@test "a failed /result fetch is fetched again, never lost to 304s (one-shot, --wait, --all)" {
+	local k=0 row st body
+	for row in '409|{error: {code: OPERATION_NOT_TERMINAL}}' '503|{}' '429|{}' '500|{}' '502|{}'; do
+		st=${row%%|*} body=${row#*|} k=$((k + 1))
+		clear_faults
+		run -5 code-exec --no-wait --request-id "$(rid "$k")" -l bash -e 'echo done'
+		h=$(last_line | jq -r .handle)
+		until_settled() { [ "$(executions | jq -s 'map(select(.status=="succeeded"))|length')" -ge "$k" ]; }
+		for _ in $(seq 1 100); do until_settled && break; sleep 0.1; done
+		printf 'faults:\n  - {method: GET, path: "%s/*/result", nth: 1, count: 1, status: %s, json: %s}\n' "$P" "$st" "$body" | put_faults
+		# the status says succeeded, the result fetch fails: pending (5)
+		run -5 exec-status --now "$h"
+		jq_ok '.terminal==false and .status=="succeeded"'
+		[ "$st" = 409 ] || jq_ok '.error.retryable==true'
+		clear_requests
+		run -0 exec-status --now "$h"
+		jq_ok '.type=="exec.result" and .output.stdout=="done\n"'
+		[[ $(durable_calls) == *"GET /OP/result"* ]]
+	done
+	# a waiting code-exec, and the cron reconciler, get there too
+	clear_faults
+	printf 'faults:\n  - {method: GET, path: "%s/*/result", nth: 1, count: 1, status: 503}\n' "$P" | put_faults
+	run -0 timeout 60 code-exec --request-id "$(rid w)" -l bash -e 'echo waited'
+	jq_ok '.output.stdout=="waited\n"'
+	clear_faults
+	run -5 code-exec --no-wait --request-id "$(rid all)" -l bash -e 'sleep 1; echo all'
+	printf 'faults:\n  - {method: GET, path: "%s/*/result", nth: 1, count: 1, status: 502}\n' "$P" | put_faults
+	run -0 timeout 60 exec-status --all --wait
+	jq_ok '.output.stdout=="all\n"'
+	# nothing of a settled operation stays in secrets/
+	[ -z "$(ls -A "$NYX_STATE_DIR/secrets")" ]
 }
