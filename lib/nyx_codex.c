@@ -369,8 +369,13 @@ nyx_codex_classify_managed(const struct nyx_http_resp *r, const char *key,
 		    NYX_EXIT_PROTOCOL);
 	} else {
 		jv_free(oc->base.output);
-		oc->base.output = redact(jv_string_value(text),
+		jv once = redact(jv_string_value(text),
 		    (size_t)jv_string_length_bytes(jv_copy(text)), key);
+
+		/* and every other token this process loaded */
+		oc->base.output = nyx_log_redact_output(jv_string_value(once),
+		    (size_t)jv_string_length_bytes(jv_copy(once)));
+		jv_free(once);
 		oc->base.child_exit = (int)jv_number_value(ec);
 		if (oc->base.child_exit == 0)
 			succeed(oc);
@@ -596,8 +601,10 @@ nyx_codex_classify_ssh(
 	} else {
 		jv_free(oc->base.output);
 		jv_free(oc->stderr_text);
-		oc->base.output = jv_copy(so);
-		oc->stderr_text = jv_copy(se);
+		oc->base.output = nyx_log_redact_output(jv_string_value(so),
+		    (size_t)jv_string_length_bytes(jv_copy(so)));
+		oc->stderr_text = nyx_log_redact_output(jv_string_value(se),
+		    (size_t)jv_string_length_bytes(jv_copy(se)));
 		oc->base.child_exit = (int)jv_number_value(ec);
 		if (jv_get_kind(to) == JV_KIND_TRUE)
 			fail(oc, "codex_exec_timed_out", "timed_out",

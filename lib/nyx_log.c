@@ -1,5 +1,7 @@
 #include "nyx_log.h"
 
+#include "nyx_buf.h"
+
 #include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -229,4 +231,42 @@ nyx_log_text(const char *fmt, ...)
 	va_end(ap);
 	nyx_log_redact(raw, clean, sizeof(clean));
 	fputs(clean, stderr);
+}
+
+jv
+nyx_log_redact_output(const char *in, size_t n)
+{
+	struct nyx_buf b = NYX_BUF_ZERO;
+	size_t i = 0, start = 0, k;
+	jv out;
+
+	b.secret = true;
+	while (i < n) {
+		size_t hit = 0;
+
+		for (k = 0; k < MAX_SECRETS && secrets[k] != NULL && !hit;
+		     k++) {
+			size_t sl = strlen(secrets[k]);
+
+			if (sl <= n - i && memcmp(in + i, secrets[k], sl) == 0)
+				hit = sl;
+		}
+		if (hit == 0) {
+			i++;
+			continue;
+		}
+		if (nyx_buf_add(&b, in + start, i - start) < 0 ||
+		    nyx_buf_addstr(&b, "[REDACTED]") < 0)
+			break;
+		i += hit;
+		start = i;
+	}
+	if (start == 0) {
+		nyx_buf_free(&b);
+		return jv_string_sized(in ? in : "", (int)n);
+	}
+	nyx_buf_add(&b, in + start, n - start);
+	out = jv_string_sized(b.data ? b.data : "", (int)b.len);
+	nyx_buf_free(&b);
+	return out;
 }

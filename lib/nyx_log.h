@@ -17,6 +17,8 @@
 
 #include <stddef.h>
 
+#include <jv.h>
+
 enum nyx_log_level {
 	NYX_LOG_ERROR = 0,
 	NYX_LOG_WARN = 1,
@@ -54,5 +56,13 @@ void nyx_log_forget_secrets(void);
  * secret replaced.  Returns out.
  */
 char *nyx_log_redact(const char *in, char *out, size_t outsz);
+
+/*
+ * Program output: the n bytes of `in` with every registered secret (the
+ * tokens this process loaded) replaced by "[REDACTED]", as a new jv
+ * string (PRODUCT 10).  Nothing else is touched: a program's own text
+ * that merely looks like a credential is its business.
+ */
+jv nyx_log_redact_output(const char *in, size_t n);
 
 #endif

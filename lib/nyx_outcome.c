@@ -6,6 +6,7 @@
 
 #include "nyx_err.h"
 #include "nyx_json.h"
+#include "nyx_log.h"
 
 void
 nyx_exec_outcome_init(struct nyx_exec_outcome *o)
@@ -45,10 +46,30 @@ nyx_exec_outcome_failf(struct nyx_exec_outcome *o, const char *kind,
 	nyx_exec_outcome_fail(o, o->code_buf, kind, message, exit_code);
 }
 
+/* A string field of the output with the loaded tokens redacted. */
+static jv
+redacted(jv output, const char *key)
+{
+	jv v = nyx_json_get(output, key);
+
+	if (jv_get_kind(v) == JV_KIND_STRING) {
+		jv r = nyx_log_redact_output(jv_string_value(v),
+		    (size_t)jv_string_length_bytes(jv_copy(v)));
+
+		jv_free(v);
+		return jv_object_set(output, jv_string(key), r);
+	}
+	jv_free(v);
+	return output;
+}
+
 void
 nyx_exec_outcome_completed(struct nyx_exec_outcome *o, jv output, int exit_code)
 {
 	jv_free(o->output);
+	/* a program that prints a token never gets it stored or printed */
+	if (jv_get_kind(output) == JV_KIND_OBJECT)
+		output = redacted(redacted(output, "stdout"), "stderr");
 	o->output = output;
 	o->child_exit = exit_code;
 	if (exit_code == 0) {

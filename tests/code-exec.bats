@@ -266,9 +266,12 @@ open('work.txt', 'w').write('ok'); print('work: writable')
 @test "the execution token goes on the call; an Agent Key reaches the program" {
 	admission >"$BATS_TEST_TMPDIR/adm"
 	clear_requests
+	# the program has the key (its digest proves it), but the key it
+	# prints is redacted before anything stores or prints it (PRODUCT 10)
 	run -0 sync_run --exec-token-file "$AGENT_TOK" -l python \
-		-e 'import os; print(os.environ.get("NYXID_API_KEY"), os.environ.get("NYXID_BASE_URL"))' <"$BATS_TEST_TMPDIR/adm"
-	[ "$(last_line | jq -r .output.stdout)" = "$ALICE_AGENT $NYX_TEST_BASE" ]
+		-e 'import os, hashlib; k = os.environ.get("NYXID_API_KEY"); print(k, hashlib.sha256(k.encode()).hexdigest(), os.environ.get("NYXID_BASE_URL"))' <"$BATS_TEST_TMPDIR/adm"
+	[ "$(last_line | jq -r .output.stdout)" = "[REDACTED] $(printf '%s' "$ALICE_AGENT" | sha256sum | cut -c1-64) $NYX_TEST_BASE" ]
+	[[ $output != *"$ALICE_AGENT"* ]]
 	run -0 requests
 	printf '%s\n' "$output" | jq -e '.kind=="agent_key"'
 	# a user bearer is never injected into the program
@@ -453,3 +456,22 @@ EOF2
 	NYX_BASE_URL=http://127.0.0.1:1 NYXID_BASE_URL=$NYX_TEST_BASE run -65 code-exec --sync --token-file "$ALICE_TOK" -l bash -e x <"$BATS_TEST_TMPDIR/adm"
 	jq_ok '.code=="admission_base_url_mismatch"'
 }
+
+@test "a program that prints a token never gets it stored or printed: sync, durable (PRODUCT 10)" {
+	admission >"$BATS_TEST_TMPDIR/adm"
+	prog='import os, sys; k = os.environ["NYXID_API_KEY"]; print("out", k); print("err", k, file=sys.stderr); sys.exit(3)'
+	run -1 --separate-stderr sync_run --exec-token-file "$AGENT_TOK" -l python -e "$prog" <"$BATS_TEST_TMPDIR/adm"
+	jq_ok '.output.stdout=="out [REDACTED]\n" and .output.stderr=="err [REDACTED]\n"'
+	[[ $output$stderr != *"$ALICE_AGENT"* ]]
+	export NYX_STATE_DIR=$BATS_TEST_TMPDIR/state
+	run -1 --separate-stderr code-exec --base-url "$NYX_TEST_BASE" --token-file "$ALICE_TOK" \
+		--exec-token-file "$AGENT_TOK" -l python -e "$prog" </dev/null
+	jq_ok '.mode=="durable" and .output.stdout=="out [REDACTED]\n" and .output.stderr=="err [REDACTED]\n"'
+	[[ $output$stderr != *"$ALICE_AGENT"* ]]
+	not grep -r -a -q -F "$ALICE_AGENT" "$NYX_STATE_DIR"
+	# the stored result, re-issued, is the redacted one
+	h=$(last_line | jq -r .handle)
+	run -1 exec-status --base-url "$NYX_TEST_BASE" --exec-token-file "$AGENT_TOK" "$h"
+	jq_ok '.output.stdout=="out [REDACTED]\n"'
+}
+

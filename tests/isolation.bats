@@ -82,3 +82,28 @@ post() {
 		done
 	done
 }
+
+# PRODUCT 10: a tool holding a token cannot be read by another process of
+# its own user (ptrace, /proc/PID/environ, mem) and never dumps core.
+@test "secrets: a running tool is not dumpable and has no core limit" {
+	[ "$(id -u)" = 0 ] || skip "runs the tool as nobody, which needs root"
+	command -v setpriv >/dev/null || skip "no setpriv"
+	local d pid
+	d=$(mktemp -d /tmp/nyx-dump.XXXXXX)
+	chmod 0755 "$d"
+	printf '%s\n' "$ALICE" >"$d/tok"
+	chmod 0644 "$d/tok"
+	printf 'faults: [{path: /api/v1/user-services, delay_ms: 4000}]\n' | put_faults
+	HOME=$d NYX_TOKEN_SECRET_CANARY=x setpriv --reuid=nobody --regid=nogroup --clear-groups \
+		nyx-route-inspect --base-url "$NYX_TEST_BASE" --token-file "$d/tok" >"$d/out" 2>"$d/err" 3>&- &
+	pid=$!
+	# the read is held for 4 s: the tool is running, its token loaded
+	sleep 1
+	# another process of the same user may not read it
+	run setpriv --reuid=nobody --regid=nogroup --clear-groups cat "/proc/$pid/environ"
+	[ "$status" -ne 0 ]
+	[[ $output != *NYX_TOKEN_SECRET_CANARY* ]]
+	run -0 grep -E '^Max core file size +0 +0 ' "/proc/$pid/limits"
+	wait "$pid" || true
+	rm -rf "$d"
+}

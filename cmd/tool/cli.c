@@ -2,6 +2,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -23,12 +25,20 @@ static int stdout_errno;
 void
 nyx_cli_init(const char *name)
 {
+	static const struct rlimit nocore = {0, 0};
 	struct sigaction sa;
 	char hex[33];
 	int fd;
 
 	prog = name;
 	nyx_log_init(name);
+	/*
+	 * Before any credential is read: no core file and no ptrace or
+	 * /proc/PID/mem, environ and fd access by other processes of this
+	 * user (PRODUCT 10).  execve gives a child its own setting back.
+	 */
+	setrlimit(RLIMIT_CORE, &nocore);
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	/* make sure 0-2 are open so no file we open lands on them */
 	while ((fd = open("/dev/null", O_RDWR)) >= 0 && fd <= 2)
 		;
