@@ -205,3 +205,15 @@ nyx_secure_zero(void *p, size_t n)
 	if (p != NULL && n > 0)
 		OPENSSL_cleanse(p, n);
 }
+
+bool
+nyx_secure_equal(const char *a, const char *b)
+{
+	size_t la, lb;
+
+	if (a == NULL || b == NULL)
+		return false;
+	la = strlen(a);
+	lb = strlen(b);
+	return la == lb && CRYPTO_memcmp(a, b, la) == 0;
+}

@@ -10,6 +10,7 @@
 #ifndef NYX_HASH_H
 #define NYX_HASH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define NYX_SHA256_HEX 65 /* 64 hex digits and a NUL */
@@ -41,5 +42,9 @@ char *nyx_b64_encode(const void *in, size_t n);
 
 /* Wipe memory so the compiler cannot drop it. */
 void nyx_secure_zero(void *p, size_t n);
+
+/* Whether two strings are equal, in time that depends on their lengths
+ * only (for comparing a presented secret). */
+bool nyx_secure_equal(const char *a, const char *b);
 
 #endif

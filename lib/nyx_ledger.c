@@ -118,6 +118,50 @@ ensure_dir(const char *path, struct nyx_err *err)
 	return 0;
 }
 
+/* A state file: regular and ours (errno EPERM otherwise). */
+static bool
+state_file_ok(const struct stat *st)
+{
+	errno = 0;
+	if (S_ISREG(st->st_mode) && st->st_uid == geteuid())
+		return true;
+	errno = EPERM;
+	return false;
+}
+
+/*
+ * SQLite opens PATH-wal and PATH-shm itself, following links: one that
+ * exists must be a regular file of ours (errno ELOOP or EPERM).
+ */
+static bool
+companions_ok(const char *path)
+{
+	static const char *const ext[] = {"-wal", "-shm", "-journal"};
+	char p[1024];
+	struct stat st;
+	size_t i;
+
+	for (i = 0; i < sizeof(ext) / sizeof(ext[0]); i++) {
+		if (snprintf(p, sizeof(p), "%s%s", path, ext[i]) >=
+		    (int)sizeof(p)) {
+			errno = ENAMETOOLONG;
+			return false;
+		}
+		if (lstat(p, &st) < 0) {
+			if (errno == ENOENT)
+				continue;
+			return false;
+		}
+		if (S_ISLNK(st.st_mode)) {
+			errno = ELOOP;
+			return false;
+		}
+		if (!state_file_ok(&st))
+			return false;
+	}
+	return true;
+}
+
 /*
  * Open (creating) a SQLite file for durable single-host use: WAL, full
  * sync, a busy timeout. The file is made 0600 before SQLite touches it, so
@@ -126,15 +170,23 @@ ensure_dir(const char *path, struct nyx_err *err)
 int
 nyx_ledger_sqlite_open(const char *path, struct sqlite3 **db)
 {
-	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600), rc = -1, tries;
+	int fd, rc = -1, tries;
+	struct stat st;
 
+	*db = NULL;
+	/* never through a link, never a file of someone else's */
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return -1;
-	if (fchmod(fd, 0600) < 0) {
+	if (fstat(fd, &st) < 0 || !state_file_ok(&st) || fchmod(fd, 0600) < 0) {
+		if (errno == 0)
+			errno = EPERM;
 		close(fd);
 		return -1;
 	}
 	close(fd);
+	if (!companions_ok(path))
+		return -1;
 	if (sqlite3_open_v2(path, db, SQLITE_OPEN_READWRITE, NULL) !=
 	        SQLITE_OK ||
 	    sqlite3_busy_timeout(*db, 5000) != SQLITE_OK)
@@ -697,6 +749,8 @@ nyx_ledger_read_secret(struct nyx_ledger *l, const struct nyx_op *op,
     struct nyx_buf *out, struct nyx_err *err)
 {
 	char path[800], got[NYX_SHA256_HEX];
+	struct stat st;
+	int fd;
 
 	if (op->secret_name[0] == '\0' ||
 	    strchr(op->secret_name, '/') != NULL || op->secret_name[0] == '.')
@@ -705,12 +759,17 @@ nyx_ledger_read_secret(struct nyx_ledger *l, const struct nyx_op *op,
 	snprintf(path, sizeof(path), "%s/%s", l->secrets, op->secret_name);
 	nyx_buf_init(out, SECRET_MAX);
 	out->secret = true;
-	if (nyx_buf_read_file(out, path) < 0) {
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0 || fstat(fd, &st) < 0 || !state_file_ok(&st) ||
+	    nyx_buf_read_fd(out, fd) < 0) {
+		if (fd >= 0)
+			close(fd);
 		nyx_buf_free(out);
 		return nyx_err_set(err, NYX_EXIT_DATAERR, "secret_missing",
 		    "the secret material of %s is missing or unreadable",
 		    op->handle);
 	}
+	close(fd);
 	if (nyx_sha256_hex(out->data ? out->data : "", out->len, got) < 0 ||
 	    strcmp(got, op->secret_sha256) != 0) {
 		nyx_buf_free(out);

@@ -182,7 +182,7 @@ count_path() { requests | jq -s --arg p "$1" 'map(select(.path==$p))|length'; }
 	managed --wait-approval -P 'gated task' >"$BATS_TEST_TMPDIR/out" 2>/dev/null 3>&- &
 	w=$!
 	until requests | jq -e --arg i "$id" 'select(.path=="/api/v1/approvals/requests/"+$i+"/status")' >/dev/null; do sleep 0.1; done
-	curl -sf -X POST "$NYX_TEST_BASE/_nyx/approvals/$id/approve"
+	ctl -X POST "$NYX_TEST_BASE/_nyx/approvals/$id/approve"
 	wait "$w"
 	jq -e '.status=="succeeded" and .output=="codex: done (10 bytes): gated task\n"' "$BATS_TEST_TMPDIR/out"
 	[ "$(requests | jq -s --arg p "$CX" 'map(select(.path==$p))|length')" = 3 ]
@@ -193,7 +193,7 @@ count_path() { requests | jq -s --arg p "$1" 'map(select(.path==$p))|length'; }
 	until [ "$(requests | jq -s 'map(select(.path|startswith("/api/v1/approvals/")))|length')" -ge 1 ]; do sleep 0.1; done
 	id2=$(requests | jq -rs 'map(select(.path|startswith("/api/v1/approvals/")))[0].path|split("/")[5]')
 	[ "$id2" != "$id" ]
-	curl -sf -X POST "$NYX_TEST_BASE/_nyx/approvals/$id2/deny"
+	ctl -X POST "$NYX_TEST_BASE/_nyx/approvals/$id2/deny"
 	rc=0
 	wait "$w" || rc=$?
 	[ "$rc" -eq 3 ]

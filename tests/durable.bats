@@ -393,3 +393,35 @@ uncertain_submit() {
 	# nothing of a settled operation stays in secrets/
 	[ -z "$(ls -A "$NYX_STATE_DIR/secrets")" ]
 }
+
+@test "state files: a planted link is never followed, a foreign file never used (73)" {
+	mkdir -m 700 "$NYX_STATE_DIR" "$NYX_STATE_DIR/secrets"
+	printf 'precious\n' >"$BATS_TEST_TMPDIR/victim"
+	chmod 644 "$BATS_TEST_TMPDIR/victim"
+	ln -s "$BATS_TEST_TMPDIR/victim" "$NYX_STATE_DIR/ledger.db"
+	run -73 --separate-stderr exec-status --list
+	jq_ok '.code=="ledger_failed" and .exit==73'
+	[ "$(cat "$BATS_TEST_TMPDIR/victim")" = precious ]
+	[ "$(stat -c %a "$BATS_TEST_TMPDIR/victim")" = 644 ]
+	# SQLite's own companions are checked before it opens them
+	rm "$NYX_STATE_DIR/ledger.db"
+	run -0 exec-status --list
+	ln -s "$BATS_TEST_TMPDIR/victim" "$NYX_STATE_DIR/ledger.db-wal"
+	run -73 exec-status --list
+	[ "$(cat "$BATS_TEST_TMPDIR/victim")" = precious ]
+	rm "$NYX_STATE_DIR/ledger.db-wal"
+	# a secret file replaced by a link is not read: an unconfirmed submit
+	# needs its secret again, and finds a link
+	printf 'faults:\n  - {method: POST, path: "%s", status: 503}\n' "$P" | put_faults
+	run -5 code-exec --no-wait --request-id "$(rid s)" -l bash -e 'echo x' </dev/null
+	jq_ok '.operation_id==null'
+	h=$(last_line | jq -r .handle)
+	name=$(ledger "SELECT secret_name FROM operations WHERE handle='$h'")
+	mv "$NYX_STATE_DIR/secrets/$name" "$BATS_TEST_TMPDIR/moved"
+	ln -s "$BATS_TEST_TMPDIR/moved" "$NYX_STATE_DIR/secrets/$name"
+	clear_faults
+	clear_requests
+	run -65 --separate-stderr exec-status --now "$h"
+	jq_ok '.code=="secret_missing"'
+	[ "$(request_count)" -eq 0 ]
+}

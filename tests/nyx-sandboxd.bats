@@ -84,7 +84,7 @@ get() {
 	body_of | jq -e '[.keys[].id]|index("us-off")!=null'
 	{ render "$FIX/worlds/principals.yaml" | sed 's/list_inactive_routes: true/list_inactive_routes: false/'
 	  cat "$FIX/nyx-sandboxd/routes.yaml"; } |
-		curl -sf -X PUT --data-binary @- "$NYX_TEST_BASE/_nyx/world"
+		ctl -X PUT --data-binary @- "$NYX_TEST_BASE/_nyx/world"
 	run -0 get "$ALICE" /api/v1/keys
 	body_of | jq -e '[.keys[].id]|index("us-off")==null'
 }
@@ -170,8 +170,8 @@ get() {
 }
 
 @test "an invalid fault plan or world is refused and the old one kept" {
-	run -22 curl -sf -X PUT --data-binary 'faults: [{status: 500}]' "$NYX_TEST_BASE/_nyx/faults"
-	run -22 curl -sf -X PUT --data-binary 'routes: [{id: x}]' "$NYX_TEST_BASE/_nyx/world"
+	run -22 ctl -X PUT --data-binary 'faults: [{status: 500}]' "$NYX_TEST_BASE/_nyx/faults"
+	run -22 ctl -X PUT --data-binary 'routes: [{id: x}]' "$NYX_TEST_BASE/_nyx/world"
 	run -0 get "$ALICE" /api/v1/users/me
 	[ "$(status_of)" = 200 ]
 }
@@ -241,6 +241,61 @@ get() {
 	run -64 nyx-sandboxd --world "$BATS_TEST_TMPDIR/w.yaml" --listen nowhere
 	run -65 nyx-sandboxd --world "$BATS_TEST_TMPDIR/w.yaml" --faults "$BATS_TEST_TMPDIR/w.yaml"
 	run -64 nyx-sandboxd
+}
+
+@test "the control plane needs its bearer (PRODUCT 11)" {
+	local url=$NYX_TEST_BASE/_nyx/requests
+	[ "$(curl -s -o /dev/null -w '%{http_code}' "$url")" = 401 ]
+	[ "$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer ctl-wrong-token-0000' "$url")" = 401 ]
+	[ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $ALICE" "$url")" = 401 ]
+	[ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $SANDBOXD_CONTROL_TOKEN" "$url")" = 200 ]
+	# a refused control request changes nothing
+	run -0 curl -s -X PUT --data-binary 'routes: []' "$NYX_TEST_BASE/_nyx/world"
+	run -0 get "$ALICE" /api/v1/user-services
+	body_of | jq -e '.services|length>0'
+	printf 'routes: []\n' >"$BATS_TEST_TMPDIR/w.yaml"
+	run -64 nyx-sandboxd --world "$BATS_TEST_TMPDIR/w.yaml" --control
+	run -64 nyx-sandboxd --world "$BATS_TEST_TMPDIR/w.yaml" --control-token-file "$SANDBOXD_DIR/control.token"
+	printf 'short\n' >"$BATS_TEST_TMPDIR/t"
+	chmod 600 "$BATS_TEST_TMPDIR/t"
+	run -78 nyx-sandboxd --world "$BATS_TEST_TMPDIR/w.yaml" --control --control-token-file "$BATS_TEST_TMPDIR/t"
+}
+
+@test "a non-loopback --listen needs --allow-remote" {
+	printf 'routes: []\n' >"$BATS_TEST_TMPDIR/w.yaml"
+	run -64 --separate-stderr nyx-sandboxd --world "$BATS_TEST_TMPDIR/w.yaml" --listen 0.0.0.0:0
+	[[ $stderr == *listen_not_loopback* ]]
+	run -64 nyx-sandboxd --world "$BATS_TEST_TMPDIR/w.yaml" --listen '[::]:0'
+	dir=$BATS_TEST_TMPDIR/remote
+	mkdir -p "$dir"
+	nyx-sandboxd --world "$BATS_TEST_TMPDIR/w.yaml" --listen 0.0.0.0:0 --allow-remote \
+		--port-file "$dir/port" -q 3>&- &
+	pid=$!
+	for _ in $(seq 1 100); do [ -s "$dir/port" ] && break; sleep 0.05; done
+	kill "$pid"
+	wait "$pid" || true
+	grep -Eq '^[0-9]+$' "$dir/port"
+}
+
+@test "the port file: a planted link is never followed" {
+	dir=$BATS_TEST_TMPDIR/plant
+	mkdir -p "$dir"
+	printf 'precious\n' >"$dir/victim"
+	printf 'routes: []\n' >"$dir/w.yaml"
+	# exec keeps the pid: the link sits where a predictable temporary
+	# name (PATH.PID.tmp) would be, and at the port file itself
+	(
+		ln -s "$dir/victim" "$dir/port.$BASHPID.tmp"
+		exec nyx-sandboxd --world "$dir/w.yaml" --port-file "$dir/port" -q 3>&-
+	) &
+	pid=$!
+	for _ in $(seq 1 100); do [ -s "$dir/port" ] && break; sleep 0.05; done
+	kill "$pid"
+	wait "$pid" || true
+	[ "$(cat "$dir/victim")" = precious ]
+	[ -f "$dir/port" ] && [ ! -L "$dir/port" ]
+	grep -Eq '^[0-9]+$' "$dir/port"
+	[ "$(stat -c %a "$dir/port")" = 644 ]
 }
 
 @test "listens on IPv6 loopback too" {
@@ -321,7 +376,7 @@ PY42='{"language":"python","script":"print(6*7)","timeout_secs":10}'
 	{ render "$FIX/worlds/principals.yaml" |
 		sed "s|^tokens:|tokens:\n  - {token: \"$narrow\", user: u-alice, kind: user, scope: \"openid profile\"}|"
 	  cat "$FIX/code-exec/routes.yaml"; } |
-		curl -sf -X PUT --data-binary @- "$NYX_TEST_BASE/_nyx/world"
+		ctl -X PUT --data-binary @- "$NYX_TEST_BASE/_nyx/world"
 	run -0 proxy "$narrow" "/api/v1/proxy/s/chrono-sandbox/execute?_nyxid_via=us-1" -d "$PY42"
 	[ "$(status_of)" = 403 ]
 	body_of | jq -e '.error=="forbidden" and (.message|contains("Expected one of: proxy, proxy:*"))'

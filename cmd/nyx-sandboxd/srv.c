@@ -218,6 +218,17 @@ record(struct nyx_srv *s, struct MHD_Connection *c, const char *method,
 	    a->upstream, ms);
 }
 
+/* The control plane's bearer, compared in constant time. */
+static bool
+control_allowed(const struct nyx_srv *s, struct MHD_Connection *c)
+{
+	const char *auth =
+	    MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+
+	return auth != NULL && strncasecmp(auth, "Bearer ", 7) == 0 &&
+	    nyx_secure_equal(auth + 7, s->control_token);
+}
+
 static enum MHD_Result
 handler(void *cls, struct MHD_Connection *c, const char *url,
     const char *method, const char *version, const char *upload,
@@ -251,7 +262,7 @@ handler(void *cls, struct MHD_Connection *c, const char *url,
 	memset(&a, 0, sizeof(a));
 	a.headers = jv_object();
 	a.logged_body = jv_invalid();
-	control = s->control && strncmp(url, "/_nyx/", 6) == 0;
+	control = s->control_token != NULL && strncmp(url, "/_nyx/", 6) == 0;
 
 	pthread_mutex_lock(&s->mu);
 	if (!control) {
@@ -300,6 +311,9 @@ handler(void *cls, struct MHD_Connection *c, const char *url,
 	} else if (r->too_big) {
 		srv_answer_error(
 		    &a, 413, "payload_too_large", 1009, "Payload too large");
+	} else if (control && !control_allowed(s, c)) {
+		srv_answer_error(&a, 401, "unauthorized", 1001,
+		    "The control plane needs its bearer token");
 	} else if (control) {
 		pthread_mutex_lock(&s->mu);
 		srv_handle_control(s, method, url, r, &a);
@@ -424,9 +438,24 @@ parse_listen(
 	return 0;
 }
 
+/* Whether an address is on loopback (127.0.0.0/8, ::1). */
+static bool
+loopback(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)ss;
+
+		return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+	}
+	if (ss->ss_family == AF_INET6)
+		return IN6_IS_ADDR_LOOPBACK(
+		    &((const struct sockaddr_in6 *)ss)->sin6_addr);
+	return false;
+}
+
 struct nyx_srv *
-nyx_srv_start(const char *listen, jv world, jv faults, bool control,
-    const char *store, long retention_s, struct nyx_err *err)
+nyx_srv_start(
+    const struct nyx_srv_opts *o, jv world, jv faults, struct nyx_err *err)
 {
 	struct nyx_srv *s = calloc(1, sizeof(*s));
 	struct sockaddr_storage ss;
@@ -448,7 +477,13 @@ nyx_srv_start(const char *listen, jv world, jv faults, bool control,
 	pthread_mutexattr_destroy(&ma);
 	s->log = jv_array();
 	s->approvals = jv_array();
-	s->control = control;
+	if (o->control_token != NULL &&
+	    (s->control_token = strdup(o->control_token)) == NULL) {
+		jv_free(world);
+		jv_free(faults);
+		nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
+		goto fail;
+	}
 	if (nyx_srv_set_world(s, world, why, sizeof(why)) < 0) {
 		jv_free(faults);
 		nyx_err_set(err, NYX_EXIT_DATAERR, "world_invalid",
@@ -460,14 +495,22 @@ nyx_srv_start(const char *listen, jv world, jv faults, bool control,
 		    "the fault plan is invalid: %s", why);
 		goto fail;
 	}
-	s->chrono = nyx_chronod_new(store, retention_s, err);
-	if (s->chrono == NULL)
-		goto fail;
-	if (parse_listen(listen, &ss, &sslen, &v6) < 0) {
+	if (parse_listen(o->listen, &ss, &sslen, &v6) < 0) {
 		nyx_err_set(err, NYX_EXIT_USAGE, "listen_invalid",
 		    "--listen takes a numeric HOST:PORT (e.g. 127.0.0.1:0)");
 		goto fail;
 	}
+	if (!loopback(&ss) && !o->allow_remote) {
+		nyx_err_set(err, NYX_EXIT_USAGE, "listen_not_loopback",
+		    "%s is not a loopback address: this server's tokens are "
+		    "public test values; pass --allow-remote to serve it "
+		    "anyway",
+		    o->listen);
+		goto fail;
+	}
+	s->chrono = nyx_chronod_new(o->store, o->retention_s, err);
+	if (s->chrono == NULL)
+		goto fail;
 	s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD |
 	        MHD_USE_THREAD_PER_CONNECTION | (v6 ? MHD_USE_IPv6 : 0),
 	    0, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR,
@@ -475,7 +518,7 @@ nyx_srv_start(const char *listen, jv world, jv faults, bool control,
 	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120, MHD_OPTION_END);
 	if (s->d == NULL) {
 		nyx_err_set(err, NYX_EXIT_OSERR, "listen_failed",
-		    "cannot listen on %s", listen);
+		    "cannot listen on %s", o->listen);
 		goto fail;
 	}
 	info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
@@ -527,5 +570,9 @@ nyx_srv_stop(struct nyx_srv *s)
 	jv_free(s->log);
 	jv_free(s->approvals);
 	pthread_mutex_destroy(&s->mu);
+	if (s->control_token != NULL) {
+		nyx_secure_zero(s->control_token, strlen(s->control_token));
+		free(s->control_token);
+	}
 	free(s);
 }

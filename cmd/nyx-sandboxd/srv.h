@@ -26,15 +26,21 @@
 
 struct nyx_srv;
 
+struct nyx_srv_opts {
+	const char *listen; /* "HOST:PORT", port 0 picks one */
+	/* the bearer the /_nyx/ control plane requires; NULL: no plane */
+	const char *control_token;
+	bool allow_remote; /* a non-loopback address is refused without it */
+	const char *store; /* SQLite file of durable operations, or NULL */
+	long retention_s; /* how long an operation lives (0: a day) */
+};
+
 /*
- * Start serving on listen ("HOST:PORT", port 0 picks one).  world and
- * faults (null for none) are consumed.  store names the SQLite file that
- * keeps durable operations across restarts (NULL: memory only);
- * retention_s is how long an operation lives (0: a day).  NULL with err
- * filled on failure.
+ * Start serving.  world and faults (null for none) are consumed.  NULL
+ * with err filled on failure (64 listen_invalid, listen_not_loopback).
  */
-struct nyx_srv *nyx_srv_start(const char *listen, jv world, jv faults,
-    bool control, const char *store, long retention_s, struct nyx_err *err);
+struct nyx_srv *nyx_srv_start(
+    const struct nyx_srv_opts *o, jv world, jv faults, struct nyx_err *err);
 
 /* The Codex runner command line (NULL: the deterministic built-in). */
 int nyx_srv_set_codex_runner(

@@ -38,7 +38,7 @@ struct nyx_srv {
 	struct nyx_faults faults;
 	jv log; /* array of request entries */
 	long seq;
-	bool control;
+	char *control_token; /* NULL: no control plane */
 	int port;
 	char base[96];
 	struct cache_ent cache[CACHE_MAX];

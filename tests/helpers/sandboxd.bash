@@ -10,8 +10,14 @@ sandboxd_start() {
 	mkdir -p "$SANDBOXD_DIR"
 	render "$world" >"$SANDBOXD_DIR/world.yaml"
 	rm -f "$SANDBOXD_DIR/port"
+	# the control plane's bearer (PRODUCT 11)
+	SANDBOXD_CONTROL_TOKEN=ctl-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+	printf '%s\n' "$SANDBOXD_CONTROL_TOKEN" >"$SANDBOXD_DIR/control.token"
+	chmod 600 "$SANDBOXD_DIR/control.token"
+	export SANDBOXD_CONTROL_TOKEN
 	# 3>&- : bats waits for fd 3 to close before it finishes a file
 	nyx-sandboxd --world "$SANDBOXD_DIR/world.yaml" --control \
+		--control-token-file "$SANDBOXD_DIR/control.token" \
 		--port-file "$SANDBOXD_DIR/port" "$@" \
 		2>"$SANDBOXD_DIR/stderr" 3>&- &
 	SANDBOXD_PID=$!
@@ -42,15 +48,20 @@ sandboxd_stop() {
 	fi
 }
 
+# ctl ARGS...: curl the control plane with its bearer.
+ctl() {
+	curl -sf -H "Authorization: Bearer $SANDBOXD_CONTROL_TOKEN" "$@"
+}
+
 # put_world FILE...: principals + the given route files become the world.
 put_world() {
 	render "$FIX/worlds/principals.yaml" "$@" |
-		curl -sf -X PUT --data-binary @- "$NYX_TEST_BASE/_nyx/world"
+		ctl -X PUT --data-binary @- "$NYX_TEST_BASE/_nyx/world"
 }
 
 # put_faults: the fault plan on stdin (YAML); no input clears it.
 put_faults() {
-	curl -sf -X PUT --data-binary @- "$NYX_TEST_BASE/_nyx/faults"
+	ctl -X PUT --data-binary @- "$NYX_TEST_BASE/_nyx/faults"
 }
 
 clear_faults() {
@@ -58,12 +69,12 @@ clear_faults() {
 }
 
 clear_requests() {
-	curl -sf -X DELETE "$NYX_TEST_BASE/_nyx/requests"
+	ctl -X DELETE "$NYX_TEST_BASE/_nyx/requests"
 }
 
 # The request log as NDJSON.
 requests() {
-	curl -sf "$NYX_TEST_BASE/_nyx/requests"
+	ctl "$NYX_TEST_BASE/_nyx/requests"
 }
 
 request_count() {
@@ -78,5 +89,5 @@ reset_world() {
 # The server's operations as NDJSON: operation_id, key_sha256, status,
 # runs (how many times each program was started).
 executions() {
-	curl -sf "$NYX_TEST_BASE/_nyx/executions" | jq -c '.[]'
+	ctl "$NYX_TEST_BASE/_nyx/executions" | jq -c '.[]'
 }
