@@ -231,8 +231,9 @@ run_local(const struct opts *o, struct job *j, struct nyx_err *err)
 		oc.success = false;
 		oc.code = "SANDBOX_TIMEOUT";
 		oc.kind = "timed_out";
-		oc.message = "Code execution timed out.";
-		oc.exit = NYX_EXIT_TEMPFAIL;
+		oc.message = "Code execution ran out of time.";
+		/* it ran and hit its limit: rerunning runs it again */
+		oc.exit = NYX_EXIT_NO;
 	}
 	nyx_sandbox_result_free(&res);
 	audit_phase(j, owner, "terminal", &oc);

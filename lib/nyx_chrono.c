@@ -44,6 +44,12 @@ nyx_chrono_execute_body(const char *language, const char *script,
 	return nyx_json_dump(o);
 }
 
+/* WIRE 4.4: /execute is not replayable; what may have run says so. */
+#define MAYBE "code_execution_outcome_uncertain"
+#define MAYBE_MSG                                                              \
+	"The program may have run; rerunning it could run it twice. Use "      \
+	"durable mode (code-exec without --sync) to run it exactly once."
+
 static void
 fail(struct nyx_exec_outcome *o, const char *code, const char *kind,
     const char *message, int exit_code)
@@ -134,16 +140,19 @@ classify_error(long status, jv doc, struct nyx_exec_outcome *o)
 	    {"INVALID_REQUEST", "admission_denied",
 	        "The code execution request was rejected upstream.",
 	        NYX_EXIT_PROTOCOL},
+	    /* it ran and hit its limit: rerunning would run it again */
 	    {"SANDBOX_TIMEOUT", "timed_out",
-	        "Code execution timed out upstream.", NYX_EXIT_TEMPFAIL},
+	        "Code execution ran out of time upstream.", NYX_EXIT_NO},
+	    /* it did not start: safe to rerun */
 	    {"SANDBOX_CREATION_FAILED", "transport_unavailable",
 	        "The code execution sandbox is unavailable upstream.",
 	        NYX_EXIT_TEMPFAIL},
+	    /* it may have run (exit 4 below) */
 	    {"SANDBOX_UNREACHABLE", "transport_unavailable",
 	        "The code execution sandbox is unavailable upstream.",
-	        NYX_EXIT_TEMPFAIL},
+	        NYX_EXIT_UNCERTAIN},
 	    {"INTERNAL_ERROR", "transport_unavailable",
-	        "Code execution failed upstream.", NYX_EXIT_TEMPFAIL},
+	        "Code execution failed upstream.", NYX_EXIT_UNCERTAIN},
 	};
 	char buf[96];
 	const char *code = nyx_outcome_upstream_code(doc, buf, sizeof(buf));
@@ -157,6 +166,8 @@ classify_error(long status, jv doc, struct nyx_exec_outcome *o)
 		if (strcmp(code, known[i].code) == 0) {
 			fail(o, known[i].code, known[i].kind, known[i].message,
 			    known[i].exit);
+			if (known[i].exit == NYX_EXIT_UNCERTAIN)
+				nyx_exec_outcome_maybe_ran(o, MAYBE, MAYBE_MSG);
 			return;
 		}
 	if (status == 401)
@@ -170,15 +181,19 @@ classify_error(long status, jv doc, struct nyx_exec_outcome *o)
 		fail(o, "NYXID_PROXY_HTTP_404", "target_not_configured",
 		    "The code execution route was not found.",
 		    NYX_EXIT_PROTOCOL);
-	else if (status == 408 || status == 504)
+	else if (status == 408 || status == 504) {
 		fail(o, "code_execution_timed_out", "timed_out",
 		    "Code execution timed out.", NYX_EXIT_TEMPFAIL);
-	else {
+		nyx_exec_outcome_maybe_ran(o, MAYBE, MAYBE_MSG);
+	} else {
 		nyx_exec_outcome_failf(o, "transport_unavailable",
 		    "The code execution call failed.",
 		    (status == 429 || status >= 500) ? NYX_EXIT_TEMPFAIL
 		                                     : NYX_EXIT_PROTOCOL,
 		    "NYXID_PROXY_HTTP_%ld", status);
+		/* a 429 refused it; any other 5xx may come after it ran */
+		if (status >= 500)
+			nyx_exec_outcome_maybe_ran(o, MAYBE, MAYBE_MSG);
 	}
 }
 
@@ -188,28 +203,16 @@ nyx_chrono_classify_sync(
 {
 	jv doc;
 
+	static const struct nyx_no_answer words = {MAYBE, MAYBE_MSG,
+	    "code_execution_response_too_large", "response_too_large",
+	    "The code execution response exceeded 1 MiB.",
+	    "code_execution_timed_out", "Code execution timed out.",
+	    "code_execution_transport_unavailable", "transport_unavailable",
+	    "The code execution service could not be reached."};
+
 	o->http_status = (int)resp->status;
-	if (resp->fail == NYX_HTTP_TOO_LARGE) {
-		fail(o, "code_execution_response_too_large",
-		    "response_too_large",
-		    "The code execution response exceeded 1 MiB.",
-		    NYX_EXIT_PROTOCOL);
+	if (nyx_outcome_no_answer(o, resp, &words))
 		return;
-	}
-	if (resp->fail == NYX_HTTP_TIMEOUT) {
-		fail(o, "code_execution_timed_out", "timed_out",
-		    "Code execution timed out.", NYX_EXIT_TEMPFAIL);
-		o->http_status = 0;
-		return;
-	}
-	if (resp->fail != NYX_HTTP_OK || resp->status == 0) {
-		fail(o, "code_execution_transport_unavailable",
-		    "transport_unavailable",
-		    "The code execution service could not be reached.",
-		    NYX_EXIT_TEMPFAIL);
-		o->http_status = 0;
-		return;
-	}
 	doc = nyx_json_parse(
 	    resp->body.data ? resp->body.data : "", resp->body.len);
 	if (resp->status >= 200 && resp->status <= 299)
@@ -248,6 +251,9 @@ nyx_exec_result_record(const struct nyx_exec_outcome *o, const char *backend,
 		if (o->provider_phase[0])
 			e = jv_object_set(e, jv_string("provider_phase"),
 			    jv_string(o->provider_phase));
+		if (o->cause != NULL)
+			e = jv_object_set(
+			    e, jv_string("cause"), jv_string(o->cause));
 		r = jv_object_set(r, jv_string("error"), e);
 		r = jv_object_set(r, jv_string("exit"), jv_number(o->exit));
 	}

@@ -165,6 +165,17 @@ fail(struct nyx_codex_outcome *oc, const char *code, const char *kind,
 	nyx_exec_outcome_fail(&oc->base, code, kind, message, exit_code);
 }
 
+/* WIRE 4.4, 8: Codex calls are not replayable; what may have run says so. */
+#define MAYBE "codex_outcome_uncertain"
+#define MAYBE_MSG                                                              \
+	"The Codex task may have run; rerunning it could run it twice."
+
+static void
+maybe_ran(struct nyx_codex_outcome *oc)
+{
+	nyx_exec_outcome_maybe_ran(&oc->base, MAYBE, MAYBE_MSG);
+}
+
 static void
 succeed(struct nyx_codex_outcome *oc)
 {
@@ -218,17 +229,20 @@ static const struct {
     {"CODEX_SANDBOX_CREATION_FAILED", "provisioning_failed", 75},
     {"CODEX_WORKSPACE_PREPARATION_FAILED", "provisioning_failed", 75},
     {"CODEX_OPENSANDBOX_UNAVAILABLE", "provisioning_failed", 75},
+    /* before the task starts: nothing ran (75) */
     {"CODEX_OPENSANDBOX_TIMEOUT", "timed_out", 75},
     {"CODEX_SANDBOX_READY_TIMEOUT", "timed_out", 75},
-    {"CODEX_EXECUTION_TIMEOUT", "timed_out", 75},
-    {"CODEX_COMMAND_TIMEOUT", "timed_out", 75},
+    /* the task ran and hit its limit: rerunning runs it again (1) */
+    {"CODEX_EXECUTION_TIMEOUT", "timed_out", 1},
+    {"CODEX_COMMAND_TIMEOUT", "timed_out", 1},
     {"CODEX_CAPACITY_UNAVAILABLE", "capacity_unavailable", 75},
     {"CODEX_AGENT_MESSAGE_MISSING", "malformed_output", 76},
     {"CODEX_EXECD_TERMINAL_MISSING", "malformed_output", 76},
     {"CODEX_OUTPUT_INVALID", "malformed_output", 76},
     {"CODEX_OUTPUT_TOO_LARGE", "malformed_output", 76},
     {"CODEX_TURN_TERMINAL_MISSING", "malformed_output", 76},
-    {"CODEX_CLEANUP_UNCONFIRMED", "cleanup_failed", 75},
+    /* it ran; whether it finished is unknown (4, WIRE 4.4) */
+    {"CODEX_CLEANUP_UNCONFIRMED", "cleanup_failed", 4},
     {"CODEX_COMMAND_FAILED", "terminal_failure", 1},
     {"CODEX_TURN_FAILED", "terminal_failure", 1},
 };
@@ -269,6 +283,8 @@ classify_managed_error(long status, jv doc, struct nyx_codex_outcome *oc)
 			break; /* capacity counts only with 429 */
 		fail_upstream(
 		    oc, code, codex_codes[i].kind, codex_codes[i].exit);
+		if (codex_codes[i].exit == NYX_EXIT_UNCERTAIN)
+			maybe_ran(oc);
 		return;
 	}
 	if (code != NULL && strcmp(code, "CODEX_CAPACITY_UNAVAILABLE") == 0)
@@ -288,18 +304,24 @@ classify_managed_error(long status, jv doc, struct nyx_codex_outcome *oc)
 		    "target_not_configured",
 		    "The managed Codex route was not found.",
 		    NYX_EXIT_PROTOCOL);
-	else if (status == 408 || status == 504)
+	else if (status == 408 || status == 504) {
 		fail(oc, "managed_proxy_timeout", "timed_out",
 		    "The managed Codex call timed out.", NYX_EXIT_TEMPFAIL);
-	else if (status == 429)
+		maybe_ran(oc);
+	} else if (status == 429)
 		fail(oc, "managed_proxy_unavailable", "capacity_unavailable",
 		    "The managed Codex sandbox has no capacity now.",
 		    NYX_EXIT_TEMPFAIL);
-	else if (status == 502 || status == 503)
+	else if (status == 502 || status == 503) {
 		fail(oc, "managed_proxy_unavailable", "terminal_failure",
 		    "The managed Codex sandbox is unavailable.",
 		    NYX_EXIT_TEMPFAIL);
-	else
+		maybe_ran(oc);
+	} else if (status >= 500) {
+		fail(oc, "managed_proxy_failed", "terminal_failure",
+		    "The managed Codex call failed.", NYX_EXIT_TEMPFAIL);
+		maybe_ran(oc);
+	} else
 		fail(oc, "managed_proxy_failed", "terminal_failure",
 		    "The managed Codex call failed.", NYX_EXIT_PROTOCOL);
 }
@@ -330,25 +352,16 @@ void
 nyx_codex_classify_managed(const struct nyx_http_resp *r, const char *key,
     struct nyx_codex_outcome *oc)
 {
+	static const struct nyx_no_answer words = {MAYBE, MAYBE_MSG,
+	    "managed_response_too_large", "malformed_output",
+	    "The managed Codex response exceeded 1 MiB.",
+	    "managed_proxy_timeout", "The managed Codex call timed out.",
+	    "managed_proxy_unavailable", "terminal_failure",
+	    "The managed Codex sandbox could not be reached."};
 	jv doc, out, text, ec;
 
-	if (r->fail == NYX_HTTP_TOO_LARGE) {
-		fail(oc, "managed_response_too_large", "malformed_output",
-		    "The managed Codex response exceeded 1 MiB.",
-		    NYX_EXIT_PROTOCOL);
+	if (nyx_outcome_no_answer(&oc->base, r, &words))
 		return;
-	}
-	if (r->fail == NYX_HTTP_TIMEOUT) {
-		fail(oc, "managed_proxy_timeout", "timed_out",
-		    "The managed Codex call timed out.", NYX_EXIT_TEMPFAIL);
-		return;
-	}
-	if (r->fail != NYX_HTTP_OK || r->status == 0) {
-		fail(oc, "managed_proxy_unavailable", "terminal_failure",
-		    "The managed Codex sandbox could not be reached.",
-		    NYX_EXIT_TEMPFAIL);
-		return;
-	}
 	doc = nyx_json_parse(r->body.data ? r->body.data : "", r->body.len);
 	if (r->status < 200 || r->status > 299 ||
 	    nyx_json_peek_str(doc, "error") != NULL ||
@@ -550,26 +563,17 @@ void
 nyx_codex_classify_ssh(
     const struct nyx_http_resp *r, struct nyx_codex_outcome *oc)
 {
+	static const struct nyx_no_answer words = {MAYBE, MAYBE_MSG,
+	    "ssh_response_too_large", "malformed_output",
+	    "The SSH exec response exceeded 1 MiB.", "ssh_timeout",
+	    "NyxID did not return an SSH exec response in time.",
+	    "ssh_unavailable", "transport_unavailable",
+	    "NyxID could not be reached for the SSH exec."};
 	jv doc, ec, so, se, to;
 
 	oc->base.http_status = (int)r->status;
-	if (r->fail == NYX_HTTP_TIMEOUT) {
-		fail(oc, "ssh_timeout", "timed_out",
-		    "NyxID did not return an SSH exec response in time.",
-		    NYX_EXIT_TEMPFAIL);
+	if (nyx_outcome_no_answer(&oc->base, r, &words))
 		return;
-	}
-	if (r->fail == NYX_HTTP_TOO_LARGE) {
-		fail(oc, "ssh_response_too_large", "malformed_output",
-		    "The SSH exec response exceeded 1 MiB.", NYX_EXIT_PROTOCOL);
-		return;
-	}
-	if (r->fail != NYX_HTTP_OK || r->status == 0) {
-		fail(oc, "ssh_unavailable", "transport_unavailable",
-		    "NyxID could not be reached for the SSH exec.",
-		    NYX_EXIT_TEMPFAIL);
-		return;
-	}
 	if (r->status == 401 || r->status == 403) {
 		fail(oc, "ssh_denied", "admission_denied",
 		    "NyxID refused the SSH exec.", NYX_EXIT_NOPERM);
@@ -586,6 +590,8 @@ nyx_codex_classify_ssh(
 		    "The SSH exec failed.",
 		    r->status == 429 || r->status >= 500 ? NYX_EXIT_TEMPFAIL
 		                                         : NYX_EXIT_PROTOCOL);
+		if (r->status == 408 || r->status >= 500)
+			maybe_ran(oc);
 		return;
 	}
 	doc = nyx_json_parse(r->body.data ? r->body.data : "", r->body.len);
@@ -607,9 +613,10 @@ nyx_codex_classify_ssh(
 		    (size_t)jv_string_length_bytes(jv_copy(se)));
 		oc->base.child_exit = (int)jv_number_value(ec);
 		if (jv_get_kind(to) == JV_KIND_TRUE)
+			/* it ran and hit its limit: a definitive failure */
 			fail(oc, "codex_exec_timed_out", "timed_out",
 			    "Codex on the host did not finish in time.",
-			    NYX_EXIT_TEMPFAIL);
+			    NYX_EXIT_NO);
 		else if (oc->base.child_exit != 0)
 			fail(oc, "codex_exec_nonzero_exit", "terminal_failure",
 			    "Codex on the host exited unsuccessfully.",
@@ -663,6 +670,9 @@ nyx_codex_result_record(const struct nyx_codex_call *c,
 		if (b->approve_url[0])
 			e = jv_object_set(e, jv_string("approve_url"),
 			    jv_string(b->approve_url));
+		if (b->cause != NULL)
+			e = jv_object_set(
+			    e, jv_string("cause"), jv_string(b->cause));
 		r = jv_object_set(r, jv_string("error"), e);
 		r = jv_object_set(r, jv_string("exit"), jv_number(b->exit));
 		if (b->http_status != 0)

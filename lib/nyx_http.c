@@ -351,12 +351,15 @@ static int
 finish(CURL *c, CURLcode rc, struct xfer *x, struct nyx_http *h)
 {
 	struct nyx_http_resp *r = x->resp;
-	long status = 0, nconn = 0;
+	long status = 0, nconn = 0, reqsize = 0;
 	double secs = 0;
 
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
 	curl_easy_getinfo(c, CURLINFO_TOTAL_TIME, &secs);
 	curl_easy_getinfo(c, CURLINFO_NUM_CONNECTS, &nconn);
+	/* no byte of the request left: the server cannot have acted on it */
+	curl_easy_getinfo(c, CURLINFO_REQUEST_SIZE, &reqsize);
+	r->sent = reqsize > 0;
 	h->connects += nconn;
 	r->elapsed_ms = (long)(secs * 1000);
 	r->status = status;

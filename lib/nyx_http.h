@@ -61,6 +61,13 @@ struct nyx_http_resp {
 	char *location;
 	char *content_type;
 	long elapsed_ms;
+	/*
+	 * Whether any byte of the request was sent: false when the connection
+	 * was never established (DNS, refused, TLS handshake) or it broke
+	 * before the request went out, so the server cannot have acted on it
+	 * (WIRE 4.4).  True whenever an answer arrived.
+	 */
+	bool sent;
 	char errmsg[160]; /* libcurl's generic text, never a body */
 	char hdr_names[512];
 	/* with parse_json: the document, or invalid when it was not exactly
@@ -70,8 +77,8 @@ struct nyx_http_resp {
 
 #define NYX_HTTP_RESP_ZERO                                                     \
 	{                                                                      \
-		0, NYX_HTTP_OK, NYX_BUF_ZERO, NULL, NULL, NULL, NULL, 0, "",   \
-		    "",                                                        \
+		0, NYX_HTTP_OK, NYX_BUF_ZERO, NULL, NULL, NULL, NULL, 0,       \
+		    false, "", "",                                             \
 		{                                                              \
 			0                                                      \
 		}                                                              \

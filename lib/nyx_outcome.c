@@ -82,6 +82,48 @@ nyx_exec_outcome_completed(struct nyx_exec_outcome *o, jv output, int exit_code)
 	}
 }
 
+void
+nyx_exec_outcome_maybe_ran(
+    struct nyx_exec_outcome *o, const char *uncertain_code, const char *message)
+{
+	o->cause = o->code;
+	nyx_exec_outcome_fail(o, uncertain_code, "outcome_uncertain", message,
+	    NYX_EXIT_UNCERTAIN);
+}
+
+bool
+nyx_outcome_no_answer(struct nyx_exec_outcome *o, const struct nyx_http_resp *r,
+    const struct nyx_no_answer *w)
+{
+	switch (r->fail) {
+	case NYX_HTTP_TOO_LARGE:
+		nyx_exec_outcome_fail(o, w->too_large_code, w->too_large_kind,
+		    w->too_large_message, NYX_EXIT_PROTOCOL);
+		return true;
+	case NYX_HTTP_TIMEOUT:
+		nyx_exec_outcome_fail(o, w->timeout_code, "timed_out",
+		    w->timeout_message, NYX_EXIT_TEMPFAIL);
+		break;
+	case NYX_HTTP_TRANSPORT:
+		nyx_exec_outcome_fail(o, w->unreachable_code,
+		    w->unreachable_kind, w->unreachable_message,
+		    NYX_EXIT_TEMPFAIL);
+		break;
+	default:
+		if (r->status != 0)
+			return false;
+		nyx_exec_outcome_fail(o, w->unreachable_code,
+		    w->unreachable_kind, w->unreachable_message,
+		    NYX_EXIT_TEMPFAIL);
+		break;
+	}
+	o->http_status = 0;
+	if (r->sent) /* it left: the program may have run */
+		nyx_exec_outcome_maybe_ran(
+		    o, w->uncertain_code, w->uncertain_message);
+	return true;
+}
+
 bool
 nyx_id_safe(const char *s)
 {

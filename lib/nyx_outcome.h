@@ -20,6 +20,8 @@
 
 #include <jv.h>
 
+#include "nyx_http.h"
+
 struct nyx_exec_outcome {
 	bool success;
 	jv output; /* the path's output document, or invalid */
@@ -27,6 +29,7 @@ struct nyx_exec_outcome {
 	const char *code; /* error code, NULL on success */
 	const char *kind; /* error kind */
 	const char *message; /* fixed text */
+	const char *cause; /* the specific code behind an uncertain one */
 	int exit; /* the tool's exit code */
 	int http_status;
 	char upstream_diag[129]; /* "" when none or unsafe */
@@ -51,6 +54,32 @@ void nyx_exec_outcome_failf(struct nyx_exec_outcome *o, const char *kind,
 /* A completed program run (local or remote): consumes output. */
 void nyx_exec_outcome_completed(
     struct nyx_exec_outcome *o, jv output, int exit_code);
+
+/*
+ * A non-replayable request (sync /execute, managed Codex, SSH exec) that
+ * may have run (WIRE 4.4): exit 4 with uncertain_code, the specific code
+ * the outcome had kept as its cause.
+ */
+void nyx_exec_outcome_maybe_ran(struct nyx_exec_outcome *o,
+    const char *uncertain_code, const char *message);
+
+/* How a path names the failures of an exchange that got no answer. */
+struct nyx_no_answer {
+	const char *uncertain_code, *uncertain_message;
+	const char *too_large_code, *too_large_kind, *too_large_message;
+	const char *timeout_code, *timeout_message;
+	const char *unreachable_code, *unreachable_kind, *unreachable_message;
+};
+
+/*
+ * The one ladder for a non-replayable exchange without a usable answer:
+ * an oversized answer is 76; a timeout or a lost connection is 75 when no
+ * byte of the request was sent (nothing can have run), else the program
+ * may have run (4, the timeout or transport code as the cause).  Returns
+ * false, touching nothing, when the exchange has an answer to classify.
+ */
+bool nyx_outcome_no_answer(struct nyx_exec_outcome *o,
+    const struct nyx_http_resp *r, const struct nyx_no_answer *w);
 
 /*
  * A safe id from elsewhere (an upstream diagnostic id, a request id, an

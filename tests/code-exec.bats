@@ -83,16 +83,17 @@ now_ms() { date +%s%3N; }
 
 @test "an infinite loop is killed at the timeout (within timeout + 2 s)" {
 	t0=$(now_ms)
-	run -75 --separate-stderr local_run -l python --timeout-secs 2 -e 'while True: pass'
+	run -1 --separate-stderr local_run -l python --timeout-secs 2 -e 'while True: pass'
 	t1=$(now_ms)
 	[ $((t1 - t0)) -lt 4000 ]
 	[ $((t1 - t0)) -ge 1900 ]
-	jq_ok '.success==false and .error.code=="SANDBOX_TIMEOUT" and .error.kind=="timed_out" and .exit==75'
+	# a definitive failure: it ran and hit its limit (PRODUCT 3, rev 2)
+	jq_ok '.success==false and .error.code=="SANDBOX_TIMEOUT" and .error.kind=="timed_out" and .exit==1'
 }
 
 @test "a fork bomb is contained and the whole group dies at the timeout" {
 	t0=$(now_ms)
-	run -75 local_run -l bash --timeout-secs 3 -e 'f(){ f | f & }; f 2>/dev/null; sleep 100'
+	run -1 local_run -l bash --timeout-secs 3 -e 'f(){ f | f & }; f 2>/dev/null; sleep 100'
 	t1=$(now_ms)
 	[ $((t1 - t0)) -lt 5000 ]
 	jq_ok '.error.code=="SANDBOX_TIMEOUT"'
@@ -292,8 +293,9 @@ open('work.txt', 'w').write('ok'); print('work: writable')
 	admission >"$BATS_TEST_TMPDIR/adm"
 	run -1 sync_run -l bash -e 'echo out; exit 4' <"$BATS_TEST_TMPDIR/adm"
 	jq_ok '.error.code=="EXECUTION_FAILED" and .output.exit_code==4 and .output.stdout=="out\n"'
-	run -75 sync_run --timeout-secs 1 -l python -e 'while True: pass' <"$BATS_TEST_TMPDIR/adm"
-	jq_ok '.error.code=="SANDBOX_TIMEOUT" and .error.message=="Code execution timed out upstream." and .http_status==504'
+	# it ran and hit its limit: a definitive failure (PRODUCT 3, rev 2)
+	run -1 sync_run --timeout-secs 1 -l python -e 'while True: pass' <"$BATS_TEST_TMPDIR/adm"
+	jq_ok '.error.code=="SANDBOX_TIMEOUT" and .error.kind=="timed_out" and .error.message=="Code execution ran out of time upstream." and .http_status==504'
 }
 
 # exec_fault EXIT FAULT-YAML-RULE: one POST /execute answered by the rule.
@@ -315,15 +317,19 @@ exec_fault() {
 	jq_ok '.error.code=="FORBIDDEN"'
 	exec_fault 76 "$E, status: 400, json: {error: {code: INVALID_REQUEST}}}"
 	jq_ok '.error.code=="INVALID_REQUEST"'
-	exec_fault 75 "$E, status: 504, json: {error: {code: SANDBOX_TIMEOUT}}}"
+	# WIRE 4.4, revision 2: ran out of time 1, did not start 75, may
+	# have run 4 (the specific code as the cause)
+	exec_fault 1 "$E, status: 504, json: {error: {code: SANDBOX_TIMEOUT}}}"
 	jq_ok '.error.code=="SANDBOX_TIMEOUT" and .error.kind=="timed_out"'
-	for c in SANDBOX_CREATION_FAILED SANDBOX_UNREACHABLE INTERNAL_ERROR; do
-		exec_fault 75 "$E, status: 500, json: {error: {code: $c}}}"
-		jq_ok ".error.code==\"$c\" and .error.kind==\"transport_unavailable\""
+	exec_fault 75 "$E, status: 503, json: {error: {code: SANDBOX_CREATION_FAILED}}}"
+	jq_ok '.error.code=="SANDBOX_CREATION_FAILED" and (.error|has("cause")|not)'
+	for c in SANDBOX_UNREACHABLE INTERNAL_ERROR; do
+		exec_fault 4 "$E, status: 500, json: {error: {code: $c}}}"
+		jq_ok --arg c "$c" '.error.code=="code_execution_outcome_uncertain" and .error.kind=="outcome_uncertain" and .error.cause==$c and (.error.message|contains("durable mode"))'
 	done
 	# one level into a NyxID-style envelope, as an object or a string
-	exec_fault 75 "$E, status: 502, json: {error: true, status: 502, body: {error: {code: SANDBOX_UNREACHABLE}}}}"
-	jq_ok '.error.code=="SANDBOX_UNREACHABLE"'
+	exec_fault 4 "$E, status: 502, json: {error: true, status: 502, body: {error: {code: SANDBOX_UNREACHABLE}}}}"
+	jq_ok '.error.cause=="SANDBOX_UNREACHABLE"'
 	exec_fault 77 "$E, status: 401, json: {error: true, status: 401, body: '{\"error\":{\"code\":\"UNAUTHENTICATED\"}}'}}"
 	jq_ok '.error.code=="UNAUTHENTICATED"'
 }
@@ -337,13 +343,15 @@ exec_fault() {
 	exec_fault 76 "$E, status: 404, body: 'not found'}"
 	jq_ok '.error.code=="NYXID_PROXY_HTTP_404" and .error.kind=="target_not_configured"'
 	for st in 408 504; do
-		exec_fault 75 "$E, status: $st, body: ''}"
-		jq_ok '.error.code=="code_execution_timed_out"'
+		exec_fault 4 "$E, status: $st, body: ''}"
+		jq_ok '.error.code=="code_execution_outcome_uncertain" and .error.cause=="code_execution_timed_out"'
 	done
 	exec_fault 75 "$E, status: 429, body: ''}"
 	jq_ok '.error.code=="NYXID_PROXY_HTTP_429"'
-	exec_fault 75 "$E, status: 524, body: '<html>edge timeout</html>'}"
-	jq_ok '.error.code=="NYXID_PROXY_HTTP_524"'
+	for st in 500 502 503 524; do
+		exec_fault 4 "$E, status: $st, body: '<html>edge timeout</html>'}"
+		jq_ok --arg c "NYXID_PROXY_HTTP_$st" '.error.code=="code_execution_outcome_uncertain" and .error.cause==$c'
+	done
 	exec_fault 76 "$E, status: 418, body: ''}"
 	jq_ok '.error.code=="NYXID_PROXY_HTTP_418"'
 }
@@ -353,9 +361,14 @@ exec_fault() {
 	jq_ok '.error.code=="NYXID_APPROVAL_REQUIRED" and .error.request_id=="apr_123" and .error.approve_url=="https://nyx.example.com/approvals/apr_123" and .exit==3'
 }
 
-@test "a dropped connection is transient (75) and never retried" {
-	exec_fault 75 '{path: "/api/v1/proxy/*", drop: true}'
-	jq_ok '.error.code=="code_execution_transport_unavailable" and (has("http_status")|not)'
+@test "a connection dropped after the request left may have run (4); one never made is 75; never retried" {
+	exec_fault 4 '{path: "/api/v1/proxy/*", drop: true}'
+	jq_ok '.error.code=="code_execution_outcome_uncertain" and .error.cause=="code_execution_transport_unavailable" and (has("http_status")|not)'
+	# nothing listens on port 1: no byte of the request can have left
+	admission | jq -c '.base_url="http://127.0.0.1:1"' >"$BATS_TEST_TMPDIR/adm1"
+	run -75 --separate-stderr code-exec --sync --base-url http://127.0.0.1:1 --token-file "$ALICE_TOK" \
+		-l bash -e 'echo x' <"$BATS_TEST_TMPDIR/adm1"
+	jq_ok '.error.code=="code_execution_transport_unavailable" and (.error|has("cause")|not)'
 }
 
 @test "a body over 1 MiB is refused (76), with and without Content-Length" {

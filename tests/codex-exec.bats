@@ -57,7 +57,9 @@ count_path() { requests | jq -s --arg p "$1" 'map(select(.path==$p))|length'; }
 }
 
 @test "managed_sandbox: the CODEX_* table, never retried; capacity only with 429" {
-	for row in "504|CODEX_EXECUTION_TIMEOUT|75|managed_upstream_codex_execution_timeout" \
+	# WIRE 4.4 for Codex: ran out of time 1, did not start 75, may have
+	# run 4 (codex_outcome_uncertain with the specific code as the cause)
+	for row in "504|CODEX_EXECUTION_TIMEOUT|1|managed_upstream_codex_execution_timeout" \
 		"429|CODEX_CAPACITY_UNAVAILABLE|75|managed_upstream_codex_capacity_unavailable" \
 		"503|CODEX_CAPACITY_UNAVAILABLE|76|managed_response_invalid" \
 		"403|CODEX_FEATURE_DISABLED|3|managed_upstream_codex_feature_disabled" \
@@ -65,7 +67,7 @@ count_path() { requests | jq -s --arg p "$1" 'map(select(.path==$p))|length'; }
 		"500|CODEX_TURN_FAILED|1|managed_upstream_codex_turn_failed" \
 		"401||77|managed_proxy_authentication_failed" \
 		"404||76|managed_proxy_target_unavailable" \
-		"503||75|managed_proxy_unavailable"; do
+		"503||4|codex_outcome_uncertain"; do
 		IFS='|' read -r st code ex want <<<"$row"
 		printf 'faults:\n  - {path: "%s", status: %s, json: {error: {code: "%s", message: SECRET-UPSTREAM}}}\n' "$CX" "$st" "$code" | put_faults
 		clear_requests
@@ -74,10 +76,13 @@ count_path() { requests | jq -s --arg p "$1" 'map(select(.path==$p))|length'; }
 		[[ $output$stderr != *SECRET-UPSTREAM* ]]
 		[ "$(count_path "$CX")" = 1 ]
 	done
-	# a dropped connection: transient, and still one request
+	jq_ok '.error.cause=="managed_proxy_unavailable"'
+	# a dropped connection after the request left: it may have run (4),
+	# and still one request
 	printf 'faults:\n  - {path: "%s", drop: true}\n' "$CX" | put_faults
 	clear_requests
-	run -75 managed -P x
+	run -4 managed -P x
+	jq_ok '.error.code=="codex_outcome_uncertain" and .error.cause=="managed_proxy_unavailable"'
 	[ "$(count_path "$CX")" = 1 ]
 }
 

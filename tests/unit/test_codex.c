@@ -169,11 +169,13 @@ test_managed(void)
 	        "admission_denied", 77},
 	    {NYX_HTTP_OK, 404, "{}", "managed_proxy_target_unavailable",
 	        "target_not_configured", 76},
-	    {NYX_HTTP_OK, 504, "{}", "managed_proxy_timeout", "timed_out", 75},
+	    /* WIRE 4.4: a 504 or 502 may come after the task ran (4) */
+	    {NYX_HTTP_OK, 504, "{}", "codex_outcome_uncertain",
+	        "outcome_uncertain", 4},
 	    {NYX_HTTP_OK, 429, "{}", "managed_proxy_unavailable",
 	        "capacity_unavailable", 75},
-	    {NYX_HTTP_OK, 502, "{}", "managed_proxy_unavailable",
-	        "terminal_failure", 75},
+	    {NYX_HTTP_OK, 502, "{}", "codex_outcome_uncertain",
+	        "outcome_uncertain", 4},
 	    {NYX_HTTP_OK, 418, "{}", "managed_proxy_failed", "terminal_failure",
 	        76},
 	    {NYX_HTTP_OK, 403,
@@ -253,12 +255,13 @@ test_ssh(void)
 	    {NYX_HTTP_OK, 200,
 	        "{\"exit_code\":124,\"stdout\":\"\",\"stderr\":\"\","
 	        "\"timed_out\":true}",
-	        "codex_exec_timed_out", 75},
+	        "codex_exec_timed_out", 1},
 	    {NYX_HTTP_OK, 200, "{\"exit_code\":\"0\"}", "ssh_response_invalid",
 	        76},
 	    {NYX_HTTP_OK, 401, "{}", "ssh_denied", 77},
 	    {NYX_HTTP_OK, 404, "{}", "target_not_configured", 3},
-	    {NYX_HTTP_OK, 502, "{}", "codex_exec_failed", 75},
+	    {NYX_HTTP_OK, 502, "{}", "codex_outcome_uncertain", 4},
+	    {NYX_HTTP_OK, 429, "{}", "codex_exec_failed", 75},
 	    {NYX_HTTP_OK, 400, "{}", "codex_exec_failed", 76},
 	    {NYX_HTTP_TIMEOUT, 0, NULL, "ssh_timeout", 75},
 	    {NYX_HTTP_TRANSPORT, 0, NULL, "ssh_unavailable", 75},
@@ -299,6 +302,45 @@ test_ssh(void)
 	    nyx_codex_classify_service(&r, catalog, sizeof(catalog), &oc) < 0 &&
 	        oc.base.exit == 3,
 	    "service: 404 is target_not_configured (3)");
+	nyx_http_resp_free(&r);
+	nyx_codex_outcome_free(&oc);
+}
+
+/* WIRE 4.4: no answer after the request left is "may have run" (4). */
+static void
+test_delivery(void)
+{
+	struct nyx_codex_outcome oc;
+	struct nyx_http_resp r;
+
+	nyx_codex_outcome_init(&oc);
+	resp(&r, NYX_HTTP_TIMEOUT, 0, NULL);
+	r.sent = true;
+	nyx_codex_classify_managed(&r, "KEY", &oc);
+	CHECK(oc.base.exit == 4 &&
+	        strcmp(oc.base.code, "codex_outcome_uncertain") == 0 &&
+	        strcmp(oc.base.cause, "managed_proxy_timeout") == 0,
+	    "managed: a timeout after the request left is uncertain, with "
+	    "its cause");
+	nyx_http_resp_free(&r);
+	nyx_codex_outcome_free(&oc);
+	nyx_codex_outcome_init(&oc);
+	resp(&r, NYX_HTTP_TRANSPORT, 0, NULL);
+	r.sent = true;
+	nyx_codex_classify_ssh(&r, &oc);
+	CHECK(
+	    oc.base.exit == 4 && strcmp(oc.base.cause, "ssh_unavailable") == 0,
+	    "ssh: a connection lost after the request left is uncertain");
+	nyx_http_resp_free(&r);
+	nyx_codex_outcome_free(&oc);
+	nyx_codex_outcome_init(&oc);
+	resp(&r, NYX_HTTP_OK, 500,
+	    "{\"error\":{\"code\":\"CODEX_CLEANUP_UNCONFIRMED\"}}");
+	nyx_codex_classify_managed(&r, "KEY", &oc);
+	CHECK(oc.base.exit == 4 &&
+	        strcmp(oc.base.cause,
+	            "managed_upstream_codex_cleanup_unconfirmed") == 0,
+	    "managed: an unconfirmed cleanup is uncertain (the task ran)");
 	nyx_http_resp_free(&r);
 	nyx_codex_outcome_free(&oc);
 }
@@ -485,6 +527,7 @@ main(void)
 	test_admit();
 	test_managed();
 	test_ssh();
+	test_delivery();
 	test_arguments();
 	test_request_id();
 	if (tmp != NULL && *tmp != '\0') {
