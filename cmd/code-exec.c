@@ -199,14 +199,22 @@ finish_outcome(
 }
 
 static int
-run_local(const struct opts *o, struct job *j, struct nyx_err *err)
+run_local(const struct opts *o, const struct nyx_common *cm,
+    struct nyx_settings *s, struct job *j, struct nyx_err *err)
 {
 	struct nyx_sandbox_req rq;
 	struct nyx_sandbox_result res;
 	struct nyx_exec_outcome oc;
+	struct nyx_cred cred;
 	char owner[64];
 	jv out;
 	int code;
+
+	/* parity with production (WIRE 6): a configured Agent Key is the
+	 * program's NYXID_API_KEY, with NYXID_BASE_URL when there is one */
+	if (nyx_cred_load(cm, s, NYX_TOKEN_EXEC, err) < 0)
+		return -1;
+	nyx_cred_classify(s->exec_token, &cred);
 
 	snprintf(owner, sizeof(owner), "local:%ld", (long)geteuid());
 	audit_phase(j, owner, "admission", NULL);
@@ -216,6 +224,10 @@ run_local(const struct opts *o, struct job *j, struct nyx_err *err)
 	rq.source = j->source.data ? j->source.data : "";
 	rq.source_len = j->source.len;
 	rq.timeout_secs = j->timeout_secs;
+	if (s->exec_token != NULL && cred.kind == NYX_CRED_AGENT_KEY) {
+		rq.nyxid_api_key = s->exec_token;
+		rq.nyxid_base_url = s->base_url;
+	}
 	if (nyx_sandbox_run(&rq, &res, err) < 0) {
 		nyx_exec_outcome_init(&oc);
 		oc.code = err->code;
@@ -560,7 +572,7 @@ run(const struct opts *o, const struct nyx_common *cm, const char *operand,
 			             "(--backend local)");
 	}
 	if (strcmp(backend, "local") == 0)
-		code = run_local(o, &j, err);
+		code = run_local(o, cm, &s, &j, err);
 	else
 		code = run_nyxid(o, cm, &s, &j, err);
 out:

@@ -27,6 +27,15 @@ now_ms() { date +%s%3N; }
 
 # ---- local sandbox ----
 
+@test "local: an Agent Key is the program's NYXID_API_KEY, as in production (WIRE 6)" {
+	prog='import os, hashlib; k = os.environ.get("NYXID_API_KEY", ""); print(hashlib.sha256(k.encode()).hexdigest(), os.environ.get("NYXID_BASE_URL"))'
+	run -0 --separate-stderr local_run --exec-token-file "$AGENT_TOK" --base-url http://127.0.0.1:9 -l python -e "$prog"
+	[ "$(last_line | jq -r .output.stdout)" = "$(printf '%s' "$ALICE_AGENT" | sha256sum | cut -c1-64) http://127.0.0.1:9" ]
+	# a caller's own variable never reaches it, and a user token is never injected
+	NYXID_API_KEY=caller-value run -0 local_run --exec-token-file "$ALICE_TOK" -l python -e 'import os; print(os.environ.get("NYXID_API_KEY"))'
+	[ "$(last_line | jq -r .output.stdout)" = "None" ]
+}
+
 @test "local: -f - reads the source from standard input" {
 	run -0 --separate-stderr bash -c "printf 'print(6*7)\n' | code-exec --backend local -l python -f -"
 	jq_ok '.success==true and .output.stdout=="42\n"'
