@@ -139,7 +139,7 @@ static const struct nyx_cli_spec spec = {
     "      --principal USER    private_ssh: the Unix user on the host\n"
     "      --workspace W       managed: empty_git (the only workspace)\n"
     "      --request-id ID     the request's id (private_ssh default:\n"
-    "                          derived from service and principal)\n"
+    "                          derived from the exact call)\n"
     "      --call-id ID        the call's id (default codex_exec)\n"
     "      --auth-header H     managed: send the credential as x-api-key\n"
     "                          (default) or bearer\n"
@@ -356,15 +356,21 @@ confirm(const struct opts *o, const struct nyx_buf *args, struct nyx_err *err)
 	char line[16] = "";
 	int rc = 0;
 
+	if (o->yes) {
+		/* --yes asks nothing, so it shows nothing (PRODUCT 8) */
+		jv_free(tm);
+		jv_free(p);
+		jv_free(t);
+		jv_free(doc);
+		return 0;
+	}
 	nyx_log_text("approve this exact call?\n"
 	             "  target     private_ssh\n  service    %s\n"
 	             "  principal  %s\n  timeout    %.0f s\n  prompt:\n%s",
 	    nyx_json_peek_str(p, "service"), nyx_json_peek_str(p, "principal"),
 	    jv_get_kind(tm) == JV_KIND_NUMBER ? jv_number_value(tm) : 0.0,
 	    nyx_json_peek_str(doc, "prompt"));
-	if (o->yes) {
-		rc = 0;
-	} else if (!isatty(STDIN_FILENO)) {
+	if (!isatty(STDIN_FILENO)) {
 		rc = nyx_err_set(err, NYX_EXIT_USAGE, "confirmation_required",
 		    "standard input is not a terminal: pass --yes to approve "
 		    "from a script");

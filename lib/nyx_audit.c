@@ -63,8 +63,15 @@ correlation(void)
 	                "ABCDEFGHIJKLMNOPQRSTUVWXYZ") == strlen(ts)
 	        ? jv_string(ts)
 	        : jv_null());
-	c = jv_object_set(c, jv_string("correlation_id"), jv_null());
-	return jv_object_set(c, jv_string("causation_id"), jv_null());
+	/* the caller's own ids (PRODUCT 9), when they are safe ids */
+	c = jv_object_set(c, jv_string("correlation_id"),
+	    nyx_id_safe(getenv("NYX_CORRELATION_ID"))
+	        ? jv_string(getenv("NYX_CORRELATION_ID"))
+	        : jv_null());
+	return jv_object_set(c, jv_string("causation_id"),
+	    nyx_id_safe(getenv("NYX_CAUSATION_ID"))
+	        ? jv_string(getenv("NYX_CAUSATION_ID"))
+	        : jv_null());
 }
 
 static int
@@ -138,6 +145,12 @@ nyx_audit_record(const struct nyx_audit_subject *s, const char *phase,
 		    oc, jv_string("exit_code"), jv_number(o->exit_code));
 		oc = jv_object_set(
 		    oc, jv_string("kind"), nyx_json_str_or_null(o->kind));
+		oc = jv_object_set(oc, jv_string("operation_id"),
+		    nyx_json_str_or_null(o->operation_id));
+		oc = jv_object_set(oc, jv_string("failure_stage"),
+		    nyx_json_str_or_null(o->failure_stage));
+		oc = jv_object_set(
+		    oc, jv_string("retryable"), jv_bool(o->retryable));
 		r = jv_object_set(r, jv_string("outcome"), oc);
 	} else {
 		r = jv_object_set(r, jv_string("outcome"), jv_null());
@@ -384,6 +397,10 @@ nyx_audit_outcome_of(const struct nyx_exec_outcome *oc)
 	ao.code = oc->code;
 	ao.kind = oc->kind;
 	ao.exit_code = oc->exit;
+	ao.operation_id = NULL;
+	ao.failure_stage =
+	    oc->success ? NULL : (oc->stage != NULL ? oc->stage : "execute");
+	ao.retryable = !oc->success && oc->exit == NYX_EXIT_TEMPFAIL;
 	return ao;
 }
 

@@ -53,6 +53,10 @@ struct nyx_audit_outcome {
 	const char *code;
 	const char *kind;
 	int exit_code; /* the tool's */
+	const char *operation_id; /* the provider's (durable), or NULL */
+	/* admission submit status result cancel execute, or NULL */
+	const char *failure_stage;
+	bool retryable; /* the same command may be rerun safely (75) */
 };
 
 /* The audit outcome of an execution outcome (borrows it). */

@@ -123,7 +123,7 @@ int
 nyx_codex_request_id(struct nyx_codex_call *c, const char *given)
 {
 	struct nyx_digest *d;
-	char hex[NYX_SHA256_HEX];
+	char hex[NYX_SHA256_HEX], sha[NYX_SHA256_HEX], *args;
 
 	if (given != NULL) {
 		snprintf(c->request_id, sizeof(c->request_id), "%s", given);
@@ -131,11 +131,22 @@ nyx_codex_request_id(struct nyx_codex_call *c, const char *given)
 	}
 	if (!c->ssh)
 		return nyx_random_hex(c->request_id, 16);
+	/* the exact call: another prompt or timeout is another request,
+	 * which asks for its own approval (PRODUCT 8, revision 2) */
+	args = nyx_codex_ssh_arguments(c);
 	d = nyx_digest_new();
-	if (d == NULL)
+	if (args == NULL || d == NULL ||
+	    nyx_sha256_hex(args, strlen(args), sha) < 0) {
+		if (d != NULL)
+			nyx_digest_finish(d, hex); /* frees it */
+		free(args);
 		return -1;
+	}
+	nyx_secure_zero(args, strlen(args));
+	free(args);
 	nyx_digest_add(d, c->service);
 	nyx_digest_add(d, c->principal);
+	nyx_digest_add(d, sha);
 	if (nyx_digest_finish(d, hex) < 0)
 		return -1;
 	snprintf(c->request_id, sizeof(c->request_id), "ssh:%.32s", hex);

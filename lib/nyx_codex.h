@@ -66,8 +66,9 @@ void nyx_codex_call_free(struct nyx_codex_call *c);
 
 /*
  * The call's request id: the given one, else for private_ssh "ssh:" + 32
- * hex of the length-prefixed SHA-256 over service and principal (so the
- * identical command meets its grant), else a fresh random id.  0 or -1.
+ * hex of the length-prefixed SHA-256 over service, principal and the
+ * SHA-256 of the canonical arguments (so the identical command meets its
+ * grant, and any other asks for its own), else a fresh random id.
  */
 int nyx_codex_request_id(struct nyx_codex_call *c, const char *given);
 

@@ -143,10 +143,28 @@ nyx_dur_retry_after(const char *v, int64_t now)
 
 /* ---- outcomes ---- */
 
+/* The audit's name for the exchange a step failed in. */
+static const char *
+stage_name(enum nyx_dur_call c)
+{
+	switch (c) {
+	case NYX_DUR_SUBMIT:
+		return "submit";
+	case NYX_DUR_RESULT:
+		return "result";
+	case NYX_DUR_CANCEL:
+		return "cancel";
+	default:
+		return "status";
+	}
+}
+
 void
 nyx_dur_settle(struct nyx_dur *d, const char *code, const char *kind,
     const char *message, int exit_code)
 {
+	d->oc.stage =
+	    stage_name(d->call != NYX_DUR_NONE ? d->call : d->applying);
 	d->oc.success = false;
 	d->oc.code = code;
 	d->oc.kind = kind;
@@ -698,18 +716,21 @@ nyx_dur_begin(struct nyx_dur *d, int64_t now)
 	d->exchanges = 0;
 	d->longest_ms = 0;
 	d->expiring = false;
+	d->applying = NYX_DUR_NONE;
 	if (d->op.terminal) {
 		d->call = NYX_DUR_NONE;
 	} else if (d->op.stop_deadline_ms > 0) {
 		/* a stop: never a submit or a poll, only the cancel */
-		if (now > d->op.stop_deadline_ms)
+		if (now > d->op.stop_deadline_ms) {
+			d->applying = NYX_DUR_CANCEL;
 			settle_cancel_uncertain(d);
-		else if (d->op.operation_id[0] == '\0')
+		} else if (d->op.operation_id[0] == '\0')
 			pend_stop(d, now, 1000, NULL, 0); /* no HTTP cancel */
 		else
 			d->call = NYX_DUR_CANCEL;
 	} else if (d->op.operation_id[0] == '\0') {
-		if (now > d->op.recovery_until_ms)
+		if (now > d->op.recovery_until_ms &&
+		    (d->applying = NYX_DUR_SUBMIT) == NYX_DUR_SUBMIT)
 			nyx_dur_settle(d,
 			    "code_execution_submit_recovery_expired",
 			    "outcome_uncertain",
@@ -737,6 +758,7 @@ nyx_dur_apply(struct nyx_dur *d, const struct nyx_http_resp *r, int64_t now)
 	enum nyx_dur_call c = d->call;
 	jv doc = jv_invalid();
 
+	d->applying = c;
 	d->exchanges++;
 	if (r->elapsed_ms > d->longest_ms)
 		d->longest_ms = r->elapsed_ms;

@@ -57,6 +57,7 @@ struct nyx_dur {
 	struct nyx_op op; /* the ledger row, updated in place */
 	struct nyx_buf secret; /* key '\n' source; needed to submit */
 	enum nyx_dur_call call; /* the next exchange; NONE when done */
+	enum nyx_dur_call applying; /* the exchange whose answer is applied */
 	bool expiring; /* this step is the one cancel of an expired op */
 	/* once op.terminal: the outcome (exit in oc.exit) */
 	struct nyx_exec_outcome oc;

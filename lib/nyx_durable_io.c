@@ -231,6 +231,9 @@ nyx_dur_persist(struct nyx_ledger *l, struct nyx_dur *d, const char *diag,
 	}
 	if (settles) {
 		struct nyx_audit_outcome o = nyx_audit_outcome_of(&d->oc);
+
+		o.operation_id =
+		    d->op.operation_id[0] != '\0' ? d->op.operation_id : NULL;
 		jv t;
 
 		doc = nyx_json_dump(nyx_dur_result_record(d, diag));

@@ -30,6 +30,9 @@ struct nyx_exec_outcome {
 	const char *kind; /* error kind */
 	const char *message; /* fixed text */
 	const char *cause; /* the specific code behind an uncertain one */
+	/* the exchange that failed (submit status result cancel), NULL:
+	 * the execution itself */
+	const char *stage;
 	int exit; /* the tool's exit code */
 	int http_status;
 	char upstream_diag[129]; /* "" when none or unsafe */

@@ -36,6 +36,7 @@ snapshot() { # snapshot OP STATUS: a valid snapshot body as YAML flow
 
 @test "every execution appends admission, running and terminal, with deterministic ids and true hashes" {
 	TRACEPARENT=00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01 \
+		NYX_CORRELATION_ID=order-42 NYX_CAUSATION_ID=cron:canary \
 		run -0 code-exec --request-id "$(rid d)" -l bash -e 'echo 1'
 	run -0 code-exec --sync --request-id "$(rid s)" -l bash -e 'echo 1' </dev/null
 	run -1 code-exec --backend local --request-id "$(rid l)" -l bash -e 'exit 3'
@@ -48,9 +49,14 @@ snapshot() { # snapshot OP STATUS: a valid snapshot body as YAML flow
 		done
 	done
 	id=$(audit_id terminal "local:$(id -u)" "$(rid l)")
-	record_for "$id" | jq -e '.outcome=={"success":false,"code":"EXECUTION_FAILED","exit_code":1,"kind":"execution_failed"}'
+	record_for "$id" | jq -e '.outcome=={"success":false,"code":"EXECUTION_FAILED","exit_code":1,"kind":"execution_failed","operation_id":null,"failure_stage":"execute","retryable":false}'
+	# a durable terminal names the provider's operation (PRODUCT 9, rev 2)
+	op=$(ledger "SELECT operation_id FROM operations WHERE request_id='$(rid d)'")
+	record_for "$(audit_id terminal u-alice "$(rid d)")" | jq -e --arg op "$op" '.outcome=={"success":true,"code":null,"exit_code":0,"kind":null,"operation_id":$op,"failure_stage":null,"retryable":false}'
+	record_for "$(audit_id terminal u-alice "$(rid s)")" | jq -e '.outcome.operation_id==null and .outcome.success==true'
 	# the trace context travels; every hash is the canonical record's
-	record_for "$(audit_id admission u-alice "$(rid d)")" | jq -e '.correlation.trace_id=="0af7651916cd43dd8448eb211c80319c" and .correlation.span_id=="b7ad6b7169203331"'
+	record_for "$(audit_id admission u-alice "$(rid d)")" | jq -e '.correlation.trace_id=="0af7651916cd43dd8448eb211c80319c" and .correlation.span_id=="b7ad6b7169203331" and .correlation.correlation_id=="order-42" and .correlation.causation_id=="cron:canary"'
+	record_for "$(audit_id admission u-alice "$(rid s)")" | jq -e '.correlation.correlation_id==null and .correlation.causation_id==null'
 	while IFS= read -r line; do
 		[ "$(printf '%s\n' "$line" | rehash)" = "$(printf '%s\n' "$line" | jq -r .content_hash)" ]
 		printf '%s\n' "$line" | jq -e '.v==1 and .type=="audit.record" and .tool=="code_execute" and (.occurred_at|endswith("Z"))'
@@ -233,4 +239,15 @@ snapshot() { # snapshot OP STATUS: a valid snapshot body as YAML flow
 	[[ $all != *"$ALICE"* ]]
 	[[ $all != *"tool:v1:operation:"* ]]
 	not grep -r -a -q -e "$canary" -e "$ALICE" -e 'tool:v1:operation:' "$NYX_STATE_DIR"
+}
+
+@test "the terminal record says where a durable run failed and whether a rerun is safe" {
+	printf 'faults:\n  - {method: POST, path: "%s", status: 401}\n' "$P" | put_faults
+	run -77 code-exec --request-id "$(rid f)" -l bash -e 'echo 1' </dev/null
+	record_for "$(audit_id terminal u-alice "$(rid f)")" | jq -e '.outcome.failure_stage=="submit" and .outcome.retryable==false and .outcome.operation_id==null and .outcome.exit_code==77'
+	clear_faults
+	# a sync call that provably never started is the one retryable case
+	admission=$(nyx-route-inspect | jq -c '.base_url="http://127.0.0.1:1"')
+	run -75 code-exec --sync --base-url http://127.0.0.1:1 --request-id "$(rid n)" -l bash -e 'echo 1' <<<"$admission"
+	record_for "$(audit_id terminal u-alice "$(rid n)")" | jq -e '.outcome.failure_stage=="execute" and .outcome.retryable==true'
 }

@@ -398,8 +398,28 @@ test_request_id(void)
 	nyx_codex_request_id(&b, NULL);
 	CHECK(strncmp(a.request_id, "ssh:", 4) == 0 &&
 	        strlen(a.request_id) == 36 &&
-	        strcmp(a.request_id, b.request_id) == 0,
-	    "private_ssh default request id: ssh: + 32 hex, deterministic");
+	        strcmp(a.request_id, b.request_id) != 0,
+	    "private_ssh default request id: ssh: + 32 hex, per exact call");
+	{
+		struct nyx_codex_call a2;
+		char *args = NULL, sha[NYX_SHA256_HEX], hex[NYX_SHA256_HEX];
+		struct nyx_digest *d = nyx_digest_new();
+
+		call_of(&a2, true, "x");
+		nyx_codex_request_id(&a2, NULL);
+		args = nyx_codex_ssh_arguments(&a2);
+		nyx_sha256_hex(args, strlen(args), sha);
+		nyx_digest_add(d, "alice-devbox");
+		nyx_digest_add(d, "alice");
+		nyx_digest_add(d, sha);
+		nyx_digest_finish(d, hex);
+		CHECK(strcmp(a2.request_id, a.request_id) == 0 &&
+		        strncmp(a2.request_id + 4, hex, 32) == 0,
+		    "the same call gives the same id: service, principal, "
+		    "arguments digest");
+		free(args);
+		nyx_codex_call_free(&a2);
+	}
 	{
 		/* one owner rule for every program (PRODUCT 6) */
 		const char *key = "nyx_fedcba9876543210";
