@@ -4,6 +4,7 @@
  * exec.result record.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,7 @@ enum {
 	OPT_REQUEST_ID,
 	OPT_CALL_ID,
 	OPT_CHILD_CODE,
+	OPT_DETACH_ON_INTERRUPT,
 };
 
 struct opts {
@@ -55,6 +57,7 @@ struct opts {
 	bool durable;
 	bool no_wait;
 	bool child_code;
+	bool detach_on_interrupt;
 };
 
 static const struct option longopts[] = {
@@ -70,6 +73,7 @@ static const struct option longopts[] = {
     {"request-id", required_argument, NULL, OPT_REQUEST_ID},
     {"call-id", required_argument, NULL, OPT_CALL_ID},
     {"child-code", no_argument, NULL, OPT_CHILD_CODE},
+    {"detach-on-interrupt", no_argument, NULL, OPT_DETACH_ON_INTERRUPT},
     {NULL, 0, NULL, 0},
 };
 
@@ -124,6 +128,9 @@ on_opt(int c, const char *arg, void *ctx)
 	case OPT_CHILD_CODE:
 		o->child_code = true;
 		break;
+	case OPT_DETACH_ON_INTERRUPT:
+		o->detach_on_interrupt = true;
+		break;
 	default:
 		return -1;
 	}
@@ -133,7 +140,8 @@ on_opt(int c, const char *arg, void *ctx)
 static const struct nyx_cli_spec spec = {
     "[-l LANG] (-f FILE | -e SOURCE | FILE) [--timeout-secs N] "
     "[--sync | --durable] [--wait | --no-wait] [--backend nyxid|local] "
-    "[--request-id ID] [--call-id ID] [--child-code] [common options]",
+    "[--request-id ID] [--call-id ID] [--detach-on-interrupt] "
+    "[--child-code] [common options]",
     "  -l, --language LANG     python, javascript, typescript or bash\n"
     "                          (inferred from .py .js .mjs .ts .sh)\n"
     "  -f, --file FILE         the program's source file\n"
@@ -151,6 +159,8 @@ static const struct nyx_cli_spec spec = {
     "                          code_execute)\n"
     "      --backend nyxid|local  where to run (default: nyxid when a base\n"
     "                          URL is configured, else local)\n"
+    "      --detach-on-interrupt  on SIGINT, SIGTERM or SIGHUP leave a\n"
+    "                          durable run pending instead of stopping it\n"
     "      --child-code        exit with the program's own status\n",
     NYX_CLI_NET | NYX_CLI_STATE,
     "l:f:e:",
@@ -420,6 +430,34 @@ record_operation(struct nyx_ledger *l, struct nyx_settings *s,
 	return 0;
 }
 
+static volatile sig_atomic_t interrupts;
+
+static void
+on_interrupt(int sig)
+{
+	(void)sig;
+	interrupts++;
+}
+
+/*
+ * While a durable run waits, SIGINT, SIGTERM and SIGHUP are a stop, and
+ * a second one detaches (PRODUCT 6); the reconcile loop looks at the
+ * count at least once a second.
+ */
+static void
+catch_interrupts(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_interrupt;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+}
+
 /*
  * POST /executions under the derived key and, with --wait, reconcile to
  * the result; every state is persisted before anything is printed.
@@ -449,6 +487,11 @@ run_durable(const struct opts *o, struct nyx_settings *s, struct nyx_http *http,
 	r.max_inflight = 1;
 	r.wait = !o->no_wait;
 	r.now = true; /* this invocation's first step is due now */
+	if (r.wait) {
+		catch_interrupts();
+		r.interrupts = (const volatile int *)&interrupts;
+		r.detach_on_interrupt = o->detach_on_interrupt;
+	}
 	nyx_cred_owner(s->exec_token, owner, sizeof(owner));
 	snprintf(it.d.op.owner, sizeof(it.d.op.owner), "%s", owner);
 	snprintf(it.d.op.request_id, sizeof(it.d.op.request_id), "%s",
@@ -462,7 +505,14 @@ run_durable(const struct opts *o, struct nyx_settings *s, struct nyx_http *http,
 	if (record_operation(j->l, s, rt, j, key, &it.d, err) < 0 ||
 	    nyx_reconcile_run(&r, &it, 1, err) < 0)
 		goto out;
-	if (it.busy) {
+	if (it.detached) {
+		/* interrupted again: left pending; exec-status finishes it */
+		nyx_log(NYX_LOG_WARN,
+		    "%s: detached; 'exec-status --wait %s' finishes it",
+		    d->op.handle, d->op.handle);
+		nyx_cli_emit(nyx_dur_status_record(d, nyx_cli_diag()));
+		code = NYX_EXIT_PENDING;
+	} else if (it.busy) {
 		/* another process is reconciling it right now */
 		nyx_log(NYX_LOG_WARN,
 		    "%s is being reconciled by another process; see "

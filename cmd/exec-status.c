@@ -344,6 +344,21 @@ reconcile(const struct opts *o, const struct nyx_common *cm,
 			goto out;
 		}
 	}
+	if (o->cancel) {
+		/* the stop is persisted at once, whoever holds the lease: a
+		 * waiting process sees it within a second (PRODUCT 7) */
+		for (i = 0; i < n; i++) {
+			int64_t deadline;
+
+			if (items[i].d.op.terminal)
+				continue;
+			if (nyx_ledger_request_stop(l, items[i].d.op.handle,
+			        nyx_now_ms(), NYX_STOP_WINDOW_MS, &deadline,
+			        err) < 0)
+				goto out;
+			items[i].d.op.stop_deadline_ms = deadline;
+		}
+	}
 	r.token = s->exec_token;
 	r.base_url = s->base_url;
 	r.diag = nyx_cli_diag();

@@ -530,7 +530,10 @@ nyx_ledger_save_intent(struct nyx_ledger *l, const struct nyx_op *op,
 	static const char sql[] =
 	    "UPDATE operations SET operation_id = ?, status = ?, phase = ?, "
 	    "etag = ?, expires_at_ms = ?, next_poll_at_ms = ?, "
-	    "recovery_until_ms = ?, stop_deadline_ms = ?, retry_delay_ms = ?, "
+	    "recovery_until_ms = ?, "
+	    /* a stop another process persisted is never undone */
+	    "stop_deadline_ms = CASE WHEN stop_deadline_ms > 0 THEN "
+	    "stop_deadline_ms ELSE ? END, retry_delay_ms = ?, "
 	    "terminal = ?, version = ?, cancel_requested = ?, submits = ?, "
 	    "exit_code = ?, child_exit = ?, result = coalesce(?, result) "
 	    "WHERE handle = ?";
@@ -602,6 +605,64 @@ rollback:
 	if (intent != NULL)
 		sqlite3_exec(l->db, "ROLLBACK", NULL, NULL, NULL);
 	return rc;
+}
+
+int
+nyx_ledger_request_stop(struct nyx_ledger *l, const char *handle, int64_t now,
+    int64_t window_ms, int64_t *deadline, struct nyx_err *err)
+{
+	sqlite3_stmt *st;
+	int rc, found = 0;
+
+	*deadline = 0;
+	if (nyx_ledger_exec_sql(l, "BEGIN IMMEDIATE", err) < 0)
+		return -1;
+	if (sqlite3_prepare_v2(l->db,
+	        "UPDATE operations SET stop_deadline_ms = ?, next_poll_at_ms = "
+	        "? WHERE handle = ? AND terminal = 0 AND stop_deadline_ms = 0",
+	        -1, &st, NULL) != SQLITE_OK)
+		goto fail;
+	sqlite3_bind_int64(st, 1, now + window_ms);
+	sqlite3_bind_int64(st, 2, now);
+	nyx_ledger_bind_text(st, 3, handle);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE ||
+	    sqlite3_prepare_v2(l->db,
+	        "SELECT stop_deadline_ms, terminal FROM operations WHERE "
+	        "handle = ?",
+	        -1, &st, NULL) != SQLITE_OK)
+		goto fail;
+	nyx_ledger_bind_text(st, 1, handle);
+	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 1) == 0) {
+		*deadline = sqlite3_column_int64(st, 0);
+		found = 1;
+	}
+	sqlite3_finalize(st);
+	if (nyx_ledger_exec_sql(l, "COMMIT", err) < 0)
+		return -1;
+	return found;
+fail:
+	rc = nyx_ledger_db_fail(l, err, "stop");
+	sqlite3_exec(l->db, "ROLLBACK", NULL, NULL, NULL);
+	return rc;
+}
+
+int64_t
+nyx_ledger_stop_deadline(struct nyx_ledger *l, const char *handle)
+{
+	sqlite3_stmt *st;
+	int64_t v = -1;
+
+	if (sqlite3_prepare_v2(l->db,
+	        "SELECT stop_deadline_ms FROM operations WHERE handle = ?", -1,
+	        &st, NULL) != SQLITE_OK)
+		return -1;
+	nyx_ledger_bind_text(st, 1, handle);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return v;
 }
 
 int

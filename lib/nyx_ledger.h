@@ -117,6 +117,19 @@ char *nyx_ledger_result(struct nyx_ledger *l, const char *handle);
 
 /* Persist every mutable field of op (by handle). */
 /*
+ * Persist a stop at once, whoever holds the operation's lease (PRODUCT
+ * 7): the first request sets stop_deadline = now + window_ms and makes it
+ * due, later ones keep it; the holder's saves never undo it.  *deadline:
+ * the operation's stop deadline.  1, 0 when the operation is unknown or
+ * terminal, -1 with err.
+ */
+int nyx_ledger_request_stop(struct nyx_ledger *l, const char *handle,
+    int64_t now, int64_t window_ms, int64_t *deadline, struct nyx_err *err);
+
+/* The persisted stop deadline (0: none), -1 when it cannot be read. */
+int64_t nyx_ledger_stop_deadline(struct nyx_ledger *l, const char *handle);
+
+/*
  * Remove the secrets/ files of settled operations that are still there
  * (a crash between the terminal commit and the unlink leaves one).
  */

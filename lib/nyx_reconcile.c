@@ -98,6 +98,11 @@ select_due(struct nyx_reconcile *r, struct nyx_rec_item *v, size_t n,
 			if (nyx_ledger_save(r->l, op, NULL, err) < 0)
 				return -1;
 		}
+		if (it->stop_seen) {
+			/* a stop arrived while we slept: step at once */
+			it->stop_seen = false;
+			op->next_poll_at_ms = now;
+		}
 		if (op->next_poll_at_ms > now && !r->now) {
 			if (!r->wait && !r->cancel) {
 				it->done = true; /* not due: no request */
@@ -172,13 +177,75 @@ finalize(struct nyx_reconcile *r, struct nyx_rec_item *v, size_t n)
 	}
 }
 
+/* Persist a stop for every open operation we hold (an interrupt). */
+static int
+stop_all(struct nyx_reconcile *r, struct nyx_rec_item *v, size_t n,
+    struct nyx_err *err)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		int64_t deadline;
+
+		if (!v[i].held || v[i].d.op.terminal)
+			continue;
+		if (nyx_ledger_request_stop(r->l, v[i].d.op.handle,
+		        nyx_now_ms(), NYX_STOP_WINDOW_MS, &deadline, err) < 0)
+			return -1;
+		v[i].stop_seen = true;
+		v[i].done = false;
+	}
+	return 0;
+}
+
+/*
+ * Sleep ms in slices of at most a second, looking each time for a stop
+ * another process persisted and for an interrupt.  1 when the sleep was
+ * cut short (step now), 2 to detach, 0 after the whole sleep, -1 err.
+ */
+static int
+nap(struct nyx_reconcile *r, struct nyx_rec_item *v, size_t n, int64_t ms,
+    int *seen, struct nyx_err *err)
+{
+	int64_t until = nyx_mono_ms() + ms;
+
+	for (;;) {
+		int64_t left = until - nyx_mono_ms();
+		size_t i;
+		bool woke = false;
+
+		if (r->interrupts != NULL && *r->interrupts != *seen) {
+			*seen = *r->interrupts;
+			if (r->detach_on_interrupt || *seen >= 2)
+				return 2;
+			nyx_log_line(
+			    "stopping: the operation is being cancelled "
+			    "(interrupt again to detach)");
+			return stop_all(r, v, n, err) < 0 ? -1 : 1;
+		}
+		for (i = 0; i < n; i++) {
+			if (!v[i].held || v[i].d.op.terminal ||
+			    v[i].d.op.stop_deadline_ms > 0)
+				continue;
+			if (nyx_ledger_stop_deadline(r->l, v[i].d.op.handle) >
+			    0)
+				woke = v[i].stop_seen = true;
+		}
+		if (woke)
+			return 1;
+		if (left <= 0)
+			return 0;
+		nyx_sleep_ms(left < 1000 ? left : 1000);
+	}
+}
+
 int
 nyx_reconcile_run(struct nyx_reconcile *r, struct nyx_rec_item *v, size_t n,
     struct nyx_err *err)
 {
 	struct nyx_dur **due = calloc(n ? n : 1, sizeof(*due));
 	int64_t started = nyx_mono_ms();
-	int rc = -1;
+	int rc = -1, seen = r->interrupts ? *r->interrupts : 0;
 
 	if (due == NULL ||
 	    (r->lease[0] == '\0' && nyx_ledger_owner(r->lease) < 0)) {
@@ -212,8 +279,18 @@ nyx_reconcile_run(struct nyx_reconcile *r, struct nyx_rec_item *v, size_t n,
 			ms = NYX_DUR_RETRY_MAX_MS;
 		if (ms < NYX_DUR_POLL_FLOOR_MS)
 			ms = NYX_DUR_POLL_FLOOR_MS;
-		nyx_sleep_ms(ms);
+		switch (nap(r, v, n, ms, &seen, err)) {
+		case -1:
+			goto out;
+		case 2:
+			for (i = 0; i < n; i++)
+				v[i].detached = !v[i].d.op.terminal;
+			goto finish;
+		default:
+			break;
+		}
 	}
+finish:
 	if (r->finalize_audit)
 		finalize(r, v, n);
 	rc = 0;

@@ -9,8 +9,10 @@
  * concurrently (nyx_dur_run) and persists every operation before
  * anything is printed.  With `wait` it sleeps until the soonest operation
  * is due (250 ms to 30 s) and goes again, until each one is terminal,
- * busy, or stopped by this invocation's rejected credential.  Printing
- * is the caller's, afterwards, from the items.
+ * busy, or stopped by this invocation's rejected credential.  A waiting
+ * run never sleeps past a stop: it wakes every second to look for one
+ * that another process persisted (exec-status --cancel) and steps at
+ * once when it finds one.  Printing is the caller's, afterwards.
  *
  * The items are the caller's; nyx_reconcile_end() releases the leases
  * taken and frees them.  Functions return 0, or -1 with err.
@@ -37,6 +39,8 @@ struct nyx_rec_item {
 	bool busy; /* another process holds it: no step here */
 	bool done; /* no further step in this invocation */
 	bool finalizing; /* settled, its terminal audit still frozen */
+	bool stop_seen; /* a stop another process persisted: step now */
+	bool detached; /* left pending on an interrupt */
 	long exchanges, longest_ms; /* over every round */
 };
 
@@ -56,6 +60,15 @@ struct nyx_reconcile {
 	void (*progress)(const struct nyx_rec_item *v, size_t n,
 	    int64_t elapsed_ms, void *arg);
 	void *arg;
+	/*
+	 * Interrupts (SIGINT, SIGTERM, SIGHUP) counted by the caller's
+	 * handler, or NULL.  While waiting, the first is a stop (persisted,
+	 * then stop-cancellation) unless detach_on_interrupt; a second, or
+	 * the first with detach_on_interrupt, leaves the operations pending
+	 * (detached) and returns.
+	 */
+	const volatile int *interrupts;
+	bool detach_on_interrupt;
 	char lease[128]; /* filled by nyx_reconcile_run */
 };
 

@@ -147,3 +147,68 @@ converges() {
 	run -0 exec-status --list
 	[ ! -e "$NYX_STATE_DIR/secrets/$name" ]
 }
+
+# ---- a stop is never lost (PRODUCT 6, 7; revision 2) ----
+
+cancelled_on_server() { [ "$(executions | jq -s 'map(select(.status=="cancelled"))|length')" -ge 1 ]; }
+client_done() { ! kill -0 "$CLIENT" 2>/dev/null; }
+
+@test "--cancel while another process waits: the stop is persisted at once and the waiter cancels" {
+	start_client --request-id stop-1 -l bash -e 'sleep 20; echo never'
+	until_true executing
+	until_true has_op
+	h=$(ledger "SELECT handle FROM operations")
+	t0=$(date +%s%3N)
+	run -5 exec-status --cancel "$h"
+	jq_ok '.type=="exec.status" and .stop_deadline!=null and .terminal==false'
+	# the waiting code-exec noticed within a second or two and cancelled
+	until_true client_done
+	[ $(($(date +%s%3N) - t0)) -lt 8000 ]
+	wait "$CLIENT" && rc=0 || rc=$?
+	CLIENT=
+	[ "$rc" = 1 ]
+	tail -n 1 "$BATS_TEST_TMPDIR/client.out" | jq -e '.error.code=="code_execution_cancelled"'
+	cancelled_on_server
+	[ "$(requests | jq -s --arg p "$P" 'map(select(.method=="POST" and .path==$p))|length')" = 1 ]
+	[ "$(executions | jq -s 'map(.runs)|add')" = 1 ]
+}
+
+@test "SIGINT on a waiting code-exec is a stop; with --detach-on-interrupt it leaves the run pending" {
+	start_client --request-id stop-2 -l bash -e 'sleep 20; echo never'
+	until_true executing
+	until_true has_op
+	kill -INT "$CLIENT"
+	until_true client_done
+	wait "$CLIENT" && rc=0 || rc=$?
+	CLIENT=
+	[ "$rc" = 1 ]
+	tail -n 1 "$BATS_TEST_TMPDIR/client.out" | jq -e '.error.code=="code_execution_cancelled"'
+	cancelled_on_server
+	# detach: the run goes on, and exec-status finishes it normally
+	start_client --detach-on-interrupt --request-id stop-3 -l bash -e 'sleep 2; echo finished'
+	until_true has_op
+	until_true executing
+	kill -TERM "$CLIENT"
+	until_true client_done
+	wait "$CLIENT" && rc=0 || rc=$?
+	CLIENT=
+	[ "$rc" = 5 ]
+	tail -n 1 "$BATS_TEST_TMPDIR/client.out" | jq -e '.type=="exec.status" and .terminal==false and .stop_deadline==null'
+	run -0 exec-status --all --wait
+	jq_ok '.output.stdout=="finished\n"'
+}
+
+@test "a stop persisted before its holder died is finished by the next exec-status" {
+	start_client --request-id stop-4 -l bash -e 'sleep 20; echo never'
+	until_true executing
+	until_true has_op
+	h=$(ledger "SELECT handle FROM operations")
+	# persist the stop, then lose the waiter before it acts on it
+	kill -STOP "$CLIENT"
+	run -5 exec-status --cancel "$h"
+	jq_ok '.stop_deadline!=null'
+	crash_client
+	run -1 exec-status --wait "$h"
+	jq_ok '.error.code=="code_execution_cancelled"'
+	cancelled_on_server
+}
