@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -194,19 +195,6 @@ command_for(
 	return 0;
 }
 
-static int
-rm_entry(const char *path, const struct stat *st, int flag, struct FTW *f)
-{
-	remove(path); /* best effort: keep walking */
-	return 0;
-}
-
-static void
-rm_tree(const char *dir)
-{
-	nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
 /* Processes the user already runs: the process limit must leave room. */
 static long
 count_processes(uid_t uid)
@@ -231,10 +219,34 @@ count_processes(uid_t uid)
 	return n;
 }
 
-static int
-write_file(const char *path, const char *data, size_t n)
+/* The size of the sandbox's /tmp and /sandbox tmpfs: 64 MiB, or
+ * NYX_SANDBOX_TMPFS_MB (1..4096). */
+static const char *
+tmpfs_size(char buf[24])
 {
-	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	const char *v = getenv("NYX_SANDBOX_TMPFS_MB");
+	char *end;
+	long mb = 64;
+
+	if (v != NULL && *v != '\0') {
+		errno = 0;
+		mb = strtol(v, &end, 10);
+		if (errno != 0 || *end != '\0' || mb < 1 || mb > 4096)
+			mb = 64;
+	}
+	snprintf(buf, 24, "%ld", mb * 1024 * 1024);
+	return buf;
+}
+
+/*
+ * The source in an anonymous memory file: bwrap copies it to /code
+ * (--ro-bind-data), so it is never on the host disk, never readable by
+ * another user, and gone with the last descriptor, kill -9 or not.
+ */
+static int
+source_fd(const char *data, size_t n)
+{
+	int fd = memfd_create("nyx-source", MFD_CLOEXEC);
 	size_t off = 0;
 
 	if (fd < 0)
@@ -250,14 +262,18 @@ write_file(const char *path, const char *data, size_t n)
 		}
 		off += (size_t)w;
 	}
-	return close(fd);
+	if (lseek(fd, 0, SEEK_SET) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
 }
 
 struct child_plan {
 	const char *bwrap;
 	const char **argv;
 	char **envp;
-	int out_w, err_w, status_w;
+	int out_w, err_w, status_w, src;
 	bool drop;
 	uid_t uid;
 	rlim_t nproc, cpu;
@@ -282,9 +298,10 @@ exec_child(const struct child_plan *p)
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	devnull = open("/dev/null", O_RDONLY);
 	if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(p->out_w, 1) < 0 ||
-	    dup2(p->err_w, 2) < 0 || dup2(p->status_w, 3) < 0)
+	    dup2(p->err_w, 2) < 0 || dup2(p->status_w, 3) < 0 ||
+	    dup2(p->src, 4) < 0)
 		_exit(125);
-	closefrom(4);
+	closefrom(5);
 	rl.rlim_cur = rl.rlim_max = 4ul << 30;
 	setrlimit(RLIMIT_AS, &rl);
 	rl.rlim_cur = p->cpu;
@@ -443,10 +460,10 @@ nyx_sandbox_run(const struct nyx_sandbox_req *rq,
 {
 	const char *argv[MAX_ARGS];
 	char *envp[MAX_ENV];
-	char bwrap[1024], base[512], code[600], work[600], src[700];
+	char bwrap[1024], dest[32], size[24];
 	char keyv[512] = "", urlv[1200] = "";
-	const char *file = NULL, *tmp = getenv("TMPDIR");
-	int out[2] = {-1, -1}, errp[2] = {-1, -1}, st[2] = {-1, -1};
+	const char *file = NULL;
+	int out[2] = {-1, -1}, errp[2] = {-1, -1}, st[2] = {-1, -1}, src = -1;
 	size_t argc = 0, envc = 0, i;
 	struct child_plan plan;
 	bool started = false, drop = geteuid() == 0;
@@ -456,7 +473,6 @@ nyx_sandbox_run(const struct nyx_sandbox_req *rq,
 	memset(res, 0, sizeof(*res));
 	nyx_buf_init(&res->out, 0);
 	nyx_buf_init(&res->err, 0);
-	base[0] = '\0';
 	if (!nyx_sandbox_language_known(rq->language))
 		return nyx_err_set(err, NYX_EXIT_USAGE,
 		    "code_execution_request_invalid",
@@ -470,37 +486,37 @@ nyx_sandbox_run(const struct nyx_sandbox_req *rq,
 
 	argv[argc++] = bwrap;
 	{
+		/* every namespace, and none created inside (--disable-userns
+		 * needs the user namespace asked for by name) */
 		static const char *const fixed[] = {"--unshare-all",
-		    "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-		    "--hostname", "sandbox", "--ro-bind", "/usr", "/usr",
-		    "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin",
-		    "/sbin", "--symlink", "usr/lib", "/lib", "--symlink",
-		    "usr/lib64", "/lib64", "--ro-bind-try", "/etc/ld.so.cache",
+		    "--unshare-user", "--disable-userns", "--die-with-parent",
+		    "--new-session", "--cap-drop", "ALL", "--hostname",
+		    "sandbox", "--ro-bind", "/usr", "/usr", "--symlink",
+		    "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
+		    "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64",
+		    "/lib64", "--ro-bind-try", "/etc/ld.so.cache",
 		    "/etc/ld.so.cache", "--ro-bind-try", "/etc/alternatives",
 		    "/etc/alternatives", "--ro-bind-try", "/etc/localtime",
 		    "/etc/localtime", "--proc", "/proc", "--dev", "/dev",
-		    "--tmpfs", "/tmp", "--json-status-fd", "3"};
+		    "--json-status-fd", "3"};
 
 		for (i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
 			argv[argc++] = fixed[i];
 	}
-	snprintf(base, sizeof(base), "%s/nyx-sandbox-XXXXXX",
-	    tmp != NULL && *tmp == '/' ? tmp : "/tmp");
-	if (mkdtemp(base) == NULL) {
-		nyx_err_set(err, NYX_EXIT_OSERR, "LOCAL_ISOLATION_UNAVAILABLE",
-		    "cannot create a sandbox work directory: %s",
-		    strerror(errno));
-		base[0] = '\0';
-		goto out;
-	}
-	snprintf(code, sizeof(code), "%s/code", base);
-	snprintf(work, sizeof(work), "%s/work", base);
-	argv[argc++] = "--ro-bind";
-	argv[argc++] = code;
-	argv[argc++] = "/code";
-	argv[argc++] = "--bind";
-	argv[argc++] = work;
+	/* /tmp and the work directory are sized tmpfs: nothing of a run
+	 * lands on the host disk, or outlives it */
+	tmpfs_size(size);
+	argv[argc++] = "--size";
+	argv[argc++] = size;
+	argv[argc++] = "--tmpfs";
+	argv[argc++] = "/tmp";
+	argv[argc++] = "--size";
+	argv[argc++] = size;
+	argv[argc++] = "--tmpfs";
 	argv[argc++] = "/sandbox";
+	argv[argc++] = "--ro-bind-data";
+	argv[argc++] = "4"; /* the source's memory file, below */
+	argv[argc++] = dest;
 	argv[argc++] = "--chdir";
 	argv[argc++] = "/sandbox";
 	argv[argc++] = "--";
@@ -511,11 +527,9 @@ nyx_sandbox_run(const struct nyx_sandbox_req *rq,
 		goto out;
 	}
 	argv[argc] = NULL;
-	snprintf(src, sizeof(src), "%s/%s", code, file);
-	if (chmod(base, 0711) < 0 || mkdir(code, 0755) < 0 ||
-	    mkdir(work, 0700) < 0 ||
-	    write_file(src, rq->source ? rq->source : "", rq->source_len) < 0 ||
-	    (drop && chown(work, NOBODY, NOBODY) < 0)) {
+	snprintf(dest, sizeof(dest), "/code/%s", file);
+	src = source_fd(rq->source ? rq->source : "", rq->source_len);
+	if (src < 0) {
 		nyx_err_set(err, NYX_EXIT_OSERR, "LOCAL_ISOLATION_UNAVAILABLE",
 		    "cannot prepare the sandbox: %s", strerror(errno));
 		goto out;
@@ -558,6 +572,7 @@ nyx_sandbox_run(const struct nyx_sandbox_req *rq,
 	plan.out_w = out[1];
 	plan.err_w = errp[1];
 	plan.status_w = st[1];
+	plan.src = src;
 	plan.drop = drop;
 	plan.cpu = (rlim_t)rq->timeout_secs + 1;
 	plan.nproc = (rlim_t)count_processes(drop ? NOBODY : geteuid()) + 128;
@@ -599,9 +614,9 @@ out:
 		if (st[i] >= 0)
 			close(st[i]);
 	}
+	if (src >= 0)
+		close(src);
 	nyx_secure_zero(keyv, sizeof(keyv));
-	if (base[0] != '\0')
-		rm_tree(base);
 	return rc;
 }
 

@@ -107,3 +107,33 @@ post() {
 	wait "$pid" || true
 	rm -rf "$d"
 }
+
+# ---- the local sandbox (WIRE 6, revision 2) ----
+
+@test "sandbox: no new user namespace inside (unshare -Ur fails)" {
+	run -0 code-exec --backend local -l bash -e 'unshare -Ur true 2>/dev/null && echo ESCAPED || echo refused'
+	jq_ok '.output.stdout=="refused\n"'
+}
+
+@test "sandbox: /tmp and /sandbox are sized tmpfs (64 MiB, NYX_SANDBOX_TMPFS_MB)" {
+	prog='for d in /tmp /sandbox; do dd if=/dev/zero of=$d/fill bs=1M count=40 2>/dev/null; echo "$d $(( $(stat -c %s $d/fill) / 1048576 ))"; done'
+	NYX_SANDBOX_TMPFS_MB=16 run -0 code-exec --backend local -l bash -e "$prog"
+	jq_ok '.output.stdout=="/tmp 16\n/sandbox 16\n"'
+	run -0 code-exec --backend local -l bash -e 'df -k /tmp /sandbox | awk "NR>1 {print \$2}"'
+	jq_ok '.output.stdout=="65536\n65536\n"'
+}
+
+@test "sandbox: nothing of a run is left on the host, even after kill -9 of the client" {
+	local t="$BATS_TEST_TMPDIR/tmp" canary="SOURCE-CANARY-$RANDOM$RANDOM"
+	mkdir -p "$t"
+	TMPDIR=$t code-exec --backend local -l bash -e "echo $canary >/sandbox/x; sleep 30" >/dev/null 2>&1 3>&- &
+	pid=$!
+	sleep 1.5
+	kill -9 "$pid"
+	wait "$pid" 2>/dev/null || true
+	sleep 0.5
+	[ -z "$(ls -A "$t")" ]
+	not grep -r -a -q -F "$canary" "$t" /tmp --include='*' 2>/dev/null
+	# and the program died with it (--die-with-parent)
+	not pgrep -f "$canary"
+}
