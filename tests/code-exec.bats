@@ -262,6 +262,14 @@ open('work.txt', 'w').write('ok'); print('work: writable')
 	run -65 sync_run -l bash -e x <"$BATS_TEST_TMPDIR/swap"
 	jq_ok '.code=="admission_invalid"'
 	run -65 sync_run -l bash -e x < <(cat "$BATS_TEST_TMPDIR/adm" "$BATS_TEST_TMPDIR/adm")
+	# a proof of another schema, an edited proof digest, another
+	# capability: made by another version or edited (PRODUCT 4, rev 2)
+	for edit in '.proof.schema="external-capability-admission.v5"' 'del(.proof.schema)' \
+		'.proof.contract_digest=("0"*64)' '.capability="codex_managed"'; do
+		jq -c "$edit" "$BATS_TEST_TMPDIR/adm" >"$BATS_TEST_TMPDIR/edited"
+		run -65 --separate-stderr sync_run -l bash -e x <"$BATS_TEST_TMPDIR/edited"
+		jq_ok '.code=="admission_invalid" and (.message|contains("rerun nyx-route-inspect"))'
+	done
 	[ "$(request_count)" -eq 0 ]
 }
 

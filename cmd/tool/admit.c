@@ -37,6 +37,9 @@ take_admission(jv rec, const struct nyx_settings *s, struct nyx_pin *rt,
 	const char *digest = nyx_json_peek_str(route, "contract_digest");
 	const char *base = nyx_json_peek_str(rec, "base_url");
 	const char *fresh = nyx_json_peek_str(proof, "fresh_until");
+	const char *schema = nyx_json_peek_str(proof, "schema");
+	const char *pdigest = nyx_json_peek_str(proof, "contract_digest");
+	const char *cap = nyx_json_peek_str(rec, "capability");
 	char want[NYX_SHA256_HEX];
 	int64_t until;
 	int rc = -1;
@@ -49,11 +52,23 @@ take_admission(jv rec, const struct nyx_settings *s, struct nyx_pin *rt,
 		    "unsupported route");
 		goto out;
 	}
+	/* a proof is trusted only as this version makes it: its schema,
+	 * its capability, and a digest that recomputes from its own route */
+	if (schema == NULL ||
+	    strcmp(schema, "external-capability-admission.v6") != 0 ||
+	    (nyx_json_has(rec, "capability") &&
+	        (cap == NULL || strcmp(cap, "code_execute") != 0))) {
+		nyx_err_set(err, NYX_EXIT_DATAERR, "admission_invalid",
+		    "the route.admission on stdin has another proof schema or "
+		    "capability; rerun nyx-route-inspect");
+		goto out;
+	}
 	if (nyx_route_contract_digest(id, slug, cat, want) < 0 ||
-	    strcmp(want, digest) != 0) {
+	    strcmp(want, digest) != 0 || pdigest == NULL ||
+	    strcmp(want, pdigest) != 0) {
 		nyx_err_set(err, NYX_EXIT_DATAERR, "admission_invalid",
 		    "the route.admission on stdin has a contract_digest that "
-		    "does not match its route");
+		    "does not match its route; rerun nyx-route-inspect");
 		goto out;
 	}
 	/* a record never redirects a credential to another host */
