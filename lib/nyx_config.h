@@ -34,7 +34,9 @@ struct nyx_common {
 	bool pretty;
 };
 
-#define NYX_INVENTORY_MAX_DEFAULT (1024u * 1024u)
+/* Inventory reads: 64 MiB, so an organisation with thousands of routes
+ * is read (WIRE 4.1, revision 2); NYX_MAX_INVENTORY_BYTES changes it. */
+#define NYX_INVENTORY_MAX_DEFAULT (64u * 1024u * 1024u)
 
 struct nyx_settings {
 	char *config_path; /* NULL when no file was read */

@@ -382,25 +382,35 @@ EOF2
 	jq_ok '.route.user_service_id=="us-1"'
 }
 
-@test "a body of 1 MiB + 1 is refused from Content-Length and while reading" {
+@test "a body over the inventory cap is refused from Content-Length and while reading" {
 	reset_world "$R/compliant.yaml"
+	export NYX_MAX_INVENTORY_BYTES=1048576
 	printf 'faults:\n  - {path: /api/v1/keys, body_bytes: 1048577}\n' | put_faults
 	run -76 inspect "$ALICE"
 	[[ $(last_line | jq -r .blocker.message) == *"over the size limit"* ]]
 	printf 'faults:\n  - {path: /api/v1/keys, body_bytes: 1048577, chunked: true}\n' | put_faults
 	run -76 inspect "$ALICE"
 	[[ $(last_line | jq -r .blocker.message) == *"over the size limit"* ]]
-	# exactly 1 MiB is read in full (and then fails the schema, not the cap)
+	# exactly the cap is read in full (and then fails the schema, not the cap)
 	printf 'faults:\n  - {path: /api/v1/keys, body_bytes: 1048576, chunked: true}\n' | put_faults
 	run -76 inspect "$ALICE"
 	[[ $(last_line | jq -r .blocker.message) == *"keys_response_malformed"* ]]
 }
 
-@test "a larger inventory cap can be configured with NYX_MAX_INVENTORY_BYTES" {
+@test "the default inventory cap is 64 MiB: a 3 MiB inventory is read (WIRE 4.1, rev 2)" {
+	reset_world "$R/compliant.yaml"
+	printf 'faults:\n  - {path: /api/v1/keys, body_bytes: 3145728}\n' | put_faults
+	run -76 inspect "$ALICE"
+	[[ $(last_line | jq -r .blocker.message) == *"keys_response_malformed"* ]]
+}
+
+@test "another inventory cap can be configured with NYX_MAX_INVENTORY_BYTES" {
 	reset_world "$R/compliant.yaml"
 	printf 'faults:\n  - {path: /api/v1/keys, body_bytes: 1048577}\n' | put_faults
 	NYX_MAX_INVENTORY_BYTES=2097152 run -76 inspect "$ALICE"
 	[[ $(last_line | jq -r .blocker.message) == *"keys_response_malformed"* ]]
+	NYX_MAX_INVENTORY_BYTES=1048576 run -76 inspect "$ALICE"
+	[[ $(last_line | jq -r .blocker.message) == *"over the size limit"* ]]
 	NYX_MAX_INVENTORY_BYTES=12 run -78 inspect "$ALICE"
 }
 
