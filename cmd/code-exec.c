@@ -208,6 +208,34 @@ finish_outcome(
 	return code;
 }
 
+static volatile sig_atomic_t interrupts;
+
+static void
+on_interrupt(int sig)
+{
+	(void)sig;
+	interrupts++;
+}
+
+/*
+ * While a durable run waits, SIGINT, SIGTERM and SIGHUP are a stop, and
+ * a second one detaches (PRODUCT 6); the reconcile loop looks at the
+ * count at least once a second.
+ */
+static void
+catch_interrupts(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_interrupt;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+}
+
 static int
 run_local(const struct opts *o, const struct nyx_common *cm,
     struct nyx_settings *s, struct job *j, struct nyx_err *err)
@@ -238,6 +266,9 @@ run_local(const struct opts *o, const struct nyx_common *cm,
 		rq.nyxid_api_key = s->exec_token;
 		rq.nyxid_base_url = s->base_url;
 	}
+	/* an interrupt kills the whole sandbox, at once */
+	catch_interrupts();
+	rq.cancel = (const volatile int *)&interrupts;
 	if (nyx_sandbox_run(&rq, &res, err) < 0) {
 		nyx_exec_outcome_init(&oc);
 		oc.code = err->code;
@@ -249,7 +280,11 @@ run_local(const struct opts *o, const struct nyx_common *cm,
 	nyx_exec_outcome_init(&oc);
 	out = nyx_sandbox_output(&res);
 	nyx_exec_outcome_completed(&oc, out, res.exit_code);
-	if (res.timed_out) {
+	if (res.cancelled) {
+		nyx_exec_outcome_fail(&oc, "code_execution_cancelled",
+		    "cancelled", "The program was stopped by an interrupt.",
+		    NYX_EXIT_NO);
+	} else if (res.timed_out) {
 		oc.success = false;
 		oc.code = "SANDBOX_TIMEOUT";
 		oc.kind = "timed_out";
@@ -307,12 +342,17 @@ execute_sync(const struct opts *o, struct nyx_settings *s,
 	req.body_len = strlen(body);
 	req.timeout_ms = (j->timeout_secs + 30) * 1000L;
 	req.fresh_connect = true;
+	/* an interrupt abandons the call; the program may go on (4) */
+	catch_interrupts();
+	req.abort = (const volatile int *)&interrupts;
 	nyx_cred_owner(s->exec_token, owner, sizeof(owner));
 	audit_phase(j, owner, "admission", NULL);
 	audit_phase(j, owner, "running", NULL);
 	nyx_http_do(http, &req, &resp);
 	nyx_exec_outcome_init(&oc);
 	nyx_chrono_classify_sync(&resp, &oc);
+	if (interrupts > 0 && !oc.success && oc.cause != NULL)
+		oc.cause = "interrupted";
 	audit_phase(j, owner, "terminal", &oc);
 	nyx_log(NYX_LOG_DEBUG, "POST /execute: status %ld, %zu bytes, %s",
 	    resp.status, resp.body.len, oc.success ? "success" : oc.code);
@@ -428,34 +468,6 @@ record_operation(struct nyx_ledger *l, struct nyx_settings *s,
 	nyx_buf_free(&d->secret);
 	d->secret = mat;
 	return 0;
-}
-
-static volatile sig_atomic_t interrupts;
-
-static void
-on_interrupt(int sig)
-{
-	(void)sig;
-	interrupts++;
-}
-
-/*
- * While a durable run waits, SIGINT, SIGTERM and SIGHUP are a stop, and
- * a second one detaches (PRODUCT 6); the reconcile loop looks at the
- * count at least once a second.
- */
-static void
-catch_interrupts(void)
-{
-	struct sigaction sa;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_interrupt;
-	sa.sa_flags = SA_RESTART;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
 }
 
 /*

@@ -169,6 +169,20 @@ set_hdr(char **dst, const char *p, size_t n)
 	*dst = hdr_value(p, n);
 }
 
+/* An exchange the caller abandons (an interrupt): abort it. */
+static int
+on_progress(
+    void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+	const struct xfer *x = ud;
+
+	(void)dt;
+	(void)dn;
+	(void)ut;
+	(void)un;
+	return *x->req->abort != 0;
+}
+
 static size_t
 on_header(char *p, size_t sz, size_t nm, void *ud)
 {
@@ -277,6 +291,13 @@ setup(CURL *c, const struct nyx_http_req *req, struct nyx_http_resp *resp,
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, x->hdrs);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, x);
+	if (req->abort != NULL) {
+		curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+		curl_easy_setopt(c, CURLOPT_XFERINFODATA, x);
+		curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+	} else {
+		curl_easy_setopt(c, CURLOPT_NOPROGRESS, 1L);
+	}
 	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
 	curl_easy_setopt(c, CURLOPT_HEADERDATA, x);
 	curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)x->max_body);

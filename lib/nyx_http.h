@@ -46,6 +46,12 @@ struct nyx_http_req {
 	size_t max_body; /* 0: NYX_HTTP_MAX_BODY */
 	bool fresh_connect;
 	/*
+	 * When set and it becomes non-zero (a signal handler's count), the
+	 * exchange is abandoned: a transport failure, with resp.sent saying
+	 * whether the request had left.
+	 */
+	const volatile int *abort;
+	/*
 	 * Parse the body as one JSON document while it streams in, instead
 	 * of keeping it: resp.json gets the document (resp.body stays empty).
 	 */

@@ -505,3 +505,28 @@ EOF2
 	jq_ok '.output.stdout=="out [REDACTED]\n"'
 }
 
+
+@test "interrupts: a local run is killed whole (1); a sync call left may run on (4, cause interrupted)" {
+	local out=$BATS_TEST_TMPDIR/int.out canary=INT-CANARY-$RANDOM$RANDOM
+	code-exec --backend local -l bash -e "sleep 30; echo $canary" >"$out" 2>/dev/null 3>&- &
+	pid=$!
+	sleep 1
+	t0=$(now_ms)
+	kill -INT "$pid"
+	wait "$pid" && rc=0 || rc=$?
+	[ "$rc" = 1 ]
+	[ $(($(now_ms) - t0)) -lt 3000 ]
+	tail -n 1 "$out" | jq -e '.error.code=="code_execution_cancelled" and .error.kind=="cancelled"'
+	not pgrep -f "$canary"
+	# sync: the request has left, the program may go on
+	admission >"$BATS_TEST_TMPDIR/adm"
+	code-exec --sync --base-url "$NYX_TEST_BASE" --token-file "$ALICE_TOK" -l bash -e 'sleep 5' \
+		<"$BATS_TEST_TMPDIR/adm" >"$out" 2>/dev/null 3>&- &
+	pid=$!
+	# the program sleeps 5 s: at 1.5 s the call is in flight
+	sleep 1.5
+	kill -INT "$pid"
+	wait "$pid" && rc=0 || rc=$?
+	[ "$rc" = 4 ]
+	tail -n 1 "$out" | jq -e '.error.code=="code_execution_outcome_uncertain" and .error.cause=="interrupted"'
+}
