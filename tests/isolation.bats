@@ -133,7 +133,7 @@ post() {
 	wait "$pid" 2>/dev/null || true
 	sleep 0.5
 	[ -z "$(ls -A "$t")" ]
-	not grep -r -a -q -F "$canary" "$t" /tmp --include='*' 2>/dev/null
+	not grep -r -a -q -F "$canary" "$t"
 	# and the program died with it (--die-with-parent)
 	not pgrep -f "$canary"
 }
