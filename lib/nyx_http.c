@@ -31,6 +31,7 @@ struct xfer {
 	struct curl_slist *hdrs;
 	const struct nyx_http_req *req;
 	long t0;
+	char errbuf[CURL_ERROR_SIZE]; /* libcurl's detailed message */
 };
 
 int
@@ -298,6 +299,8 @@ setup(CURL *c, const struct nyx_http_req *req, struct nyx_http_resp *resp,
 	} else {
 		curl_easy_setopt(c, CURLOPT_NOPROGRESS, 1L);
 	}
+	x->errbuf[0] = '\0';
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, x->errbuf);
 	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
 	curl_easy_setopt(c, CURLOPT_HEADERDATA, x);
 	curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)x->max_body);
@@ -367,6 +370,24 @@ wipe_slist(struct curl_slist *l)
 	curl_slist_free_all(l);
 }
 
+/*
+ * The transport's own reason, as an operator needs it (PRODUCT 2):
+ * libcurl's detailed message, and the system's error when it adds one
+ * ("Connection refused" behind "Couldn't connect to server").
+ */
+static void
+reason(CURL *c, CURLcode rc, const char *errbuf, char *out, size_t n)
+{
+	const char *m = errbuf[0] != '\0' ? errbuf : curl_easy_strerror(rc);
+	long os = 0;
+
+	curl_easy_getinfo(c, CURLINFO_OS_ERRNO, &os);
+	if (os != 0 && strstr(m, strerror((int)os)) == NULL)
+		snprintf(out, n, "%s (%s)", m, strerror((int)os));
+	else
+		snprintf(out, n, "%s", m);
+}
+
 /* Classify a finished transfer; returns 0 when an HTTP answer is usable. */
 static int
 finish(CURL *c, CURLcode rc, struct xfer *x, struct nyx_http *h)
@@ -401,16 +422,11 @@ finish(CURL *c, CURLcode rc, struct xfer *x, struct nyx_http *h)
 		snprintf(r->errmsg, sizeof(r->errmsg),
 		    "response body exceeds %zu bytes", x->max_body);
 		nyx_buf_free(&r->body);
-	} else if (rc == CURLE_OPERATION_TIMEDOUT) {
-		r->fail = NYX_HTTP_TIMEOUT;
-		r->status = 0;
-		snprintf(
-		    r->errmsg, sizeof(r->errmsg), "%s", curl_easy_strerror(rc));
 	} else if (rc != CURLE_OK) {
-		r->fail = NYX_HTTP_TRANSPORT;
+		r->fail = rc == CURLE_OPERATION_TIMEDOUT ? NYX_HTTP_TIMEOUT
+		                                         : NYX_HTTP_TRANSPORT;
 		r->status = 0;
-		snprintf(
-		    r->errmsg, sizeof(r->errmsg), "%s", curl_easy_strerror(rc));
+		reason(c, rc, x->errbuf, r->errmsg, sizeof(r->errmsg));
 	}
 	trace(x->req, r);
 	return r->fail == NYX_HTTP_OK ? 0 : -1;

@@ -74,7 +74,10 @@ struct nyx_http_resp {
 	 * (WIRE 4.4).  True whenever an answer arrived.
 	 */
 	bool sent;
-	char errmsg[160]; /* libcurl's generic text, never a body */
+	/* the transport's own reason (libcurl's message and the system
+	 * error: "Connection refused", "Could not resolve host: x", ...),
+	 * never a body */
+	char errmsg[320];
 	char hdr_names[512];
 	/* with parse_json: the document, or invalid when it was not exactly
 	 * one JSON document (zero-initialised is a valid empty jv) */

@@ -42,8 +42,8 @@ nyx_inventory_load(
 
 /* Classify one read; returns 0 with *doc set when usable. */
 static int
-classify(const char *path, const struct nyx_http_resp *r, int rc, jv *doc,
-    struct nyx_read_fail *f)
+classify(const char *path, const char *url, const struct nyx_http_resp *r,
+    int rc, jv *doc, struct nyx_read_fail *f)
 {
 	f->verdict = NYX_ROUTE_SOURCE_UNAVAILABLE;
 	f->http_status = (int)r->status;
@@ -59,12 +59,14 @@ classify(const char *path, const struct nyx_http_resp *r, int rc, jv *doc,
 	if (rc < 0) {
 		f->exit = NYX_EXIT_TEMPFAIL;
 		f->http_status = 0;
+		/* the URL (no query) and the transport's own reason */
 		snprintf(f->message, sizeof(f->message),
 		    "The NyxID route "
-		    "inventory could not be read: GET %s %s.",
-		    path,
+		    "inventory could not be read: GET %.480s %s: %.320s.",
+		    url,
 		    r->fail == NYX_HTTP_TIMEOUT ? "timed out"
-		                                : "failed in transport");
+		                                : "failed in transport",
+		    r->errmsg[0] ? r->errmsg : "no answer");
 		return -1;
 	}
 	if (r->status == 401 || r->status == 403) {
@@ -147,7 +149,7 @@ nyx_nyxid_read_inventory(const struct nyx_nyxid *c, struct nyx_inventory *inv,
 		t0 = nyx_mono_ms();
 		hrc = nyx_http_do(c->http, &req, &resp);
 		t1 = nyx_mono_ms();
-		ok[i] = classify(paths[i], &resp, hrc, &doc, &f[i]) == 0;
+		ok[i] = classify(paths[i], url, &resp, hrc, &doc, &f[i]) == 0;
 		nyx_http_resp_free(&resp);
 		t2 = nyx_mono_ms();
 		if (ok[i]) {

@@ -24,7 +24,7 @@ struct nyx_read_fail {
 	enum nyx_verdict verdict;
 	int exit;
 	int http_status;
-	char message[512];
+	char message[1024];
 };
 
 struct nyx_nyxid {

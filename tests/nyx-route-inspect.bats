@@ -255,7 +255,7 @@ inspect() {
 	reset_world "$R/compliant.yaml"
 	printf 'faults:\n  - {path: /api/v1/keys, delay_ms: 2500}\n' | put_faults
 	run -75 inspect "$ALICE" --timeout 1
-	[[ $(last_line | jq -r .blocker.message) == *"GET /api/v1/keys timed out"* ]]
+	[[ $(last_line | jq -r .blocker.message) == *"GET $NYX_TEST_BASE/api/v1/keys timed out: "* ]]
 	# the server answers the abandoned request later: let it land in the
 	# request log now, not in the next test's
 	for _ in $(seq 1 60); do
@@ -512,8 +512,11 @@ EOF2
 }
 
 @test "a refused connection is transient (75)" {
-	run -75 nyx-route-inspect --base-url http://127.0.0.1:1 --token-file "$(token_file "$ALICE")"
+	run -75 --separate-stderr nyx-route-inspect --base-url http://127.0.0.1:1 --token-file "$(token_file "$ALICE")"
 	jq_ok '.blocker.code=="CODE_EXECUTION_ROUTE_SOURCE_UNAVAILABLE"'
+	# what failed and why, at default verbosity (PRODUCT 2, rev 2)
+	jq_ok '.blocker.message|contains("GET http://127.0.0.1:1/api/v1/user-services") and contains("Connection refused")'
+	[[ $stderr == *"http://127.0.0.1:1/api/v1/user-services"*"Connection refused"* ]]
 }
 
 @test "config profiles: profile < environment < flag" {
