@@ -492,10 +492,7 @@ run_durable(const struct opts *o, struct nyx_settings *s, struct nyx_http *http,
 	r.token = s->exec_token;
 	r.base_url = s->base_url;
 	r.diag = nyx_cli_diag();
-	r.exchange_ms =
-	    s->timeout_ms > 0 && s->timeout_ms < NYX_HTTP_EXCHANGE_MS
-	    ? s->timeout_ms
-	    : NYX_HTTP_EXCHANGE_MS;
+	r.exchange_ms = nyx_settings_exchange_ms(s);
 	r.max_inflight = 1;
 	r.wait = !o->no_wait;
 	r.now = true; /* this invocation's first step is due now */

@@ -294,8 +294,8 @@ run_ssh(const struct nyx_common *cm, struct nyx_settings *s,
 	}
 	audit(l, c, owner, "admission", NULL, NULL);
 	if (nyx_codex_resolve_service(http, s->base_url, s->token,
-	        s->timeout_ms > 0 ? s->timeout_ms : NYX_HTTP_EXCHANGE_MS, c,
-	        catalog, sizeof(catalog), &oc) == 0) {
+	        nyx_settings_exchange_ms(s), c, catalog, sizeof(catalog),
+	        &oc) == 0) {
 		audit(l, c, owner, "running", NULL, NULL);
 		nyx_codex_send_ssh(
 		    http, s->base_url, s->token, catalog, c, &oc);
@@ -303,10 +303,7 @@ run_ssh(const struct nyx_common *cm, struct nyx_settings *s,
 	code = report(l, c, owner, &oc);
 out:
 	nyx_codex_outcome_free(&oc);
-	if (args != NULL) {
-		nyx_secure_zero(args, strlen(args));
-		free(args);
-	}
+	nyx_secure_free(&args);
 	nyx_http_free(http);
 	return code;
 }

@@ -288,14 +288,6 @@ progress(const struct nyx_rec_item *v, size_t n, int64_t elapsed, void *arg)
 			    v[i].d.op.phase[0] ? "/" : "", v[i].d.op.phase);
 }
 
-static long
-exchange_ms(const struct nyx_settings *s)
-{
-	return s->timeout_ms > 0 && s->timeout_ms < NYX_HTTP_EXCHANGE_MS
-	    ? s->timeout_ms
-	    : NYX_HTTP_EXCHANGE_MS;
-}
-
 static int
 reconcile(const struct opts *o, const struct nyx_common *cm,
     struct nyx_settings *s, struct nyx_ledger *l, const struct set *hs,
@@ -362,7 +354,7 @@ reconcile(const struct opts *o, const struct nyx_common *cm,
 	r.token = s->exec_token;
 	r.base_url = s->base_url;
 	r.diag = nyx_cli_diag();
-	r.exchange_ms = exchange_ms(s);
+	r.exchange_ms = nyx_settings_exchange_ms(s);
 	r.max_inflight = MAX_INFLIGHT;
 	r.wait = o->wait;
 	r.now = o->now;

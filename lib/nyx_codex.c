@@ -139,11 +139,10 @@ nyx_codex_request_id(struct nyx_codex_call *c, const char *given)
 	    nyx_sha256_hex(args, strlen(args), sha) < 0) {
 		if (d != NULL)
 			nyx_digest_finish(d, hex); /* frees it */
-		free(args);
+		nyx_secure_free(&args);
 		return -1;
 	}
-	nyx_secure_zero(args, strlen(args));
-	free(args);
+	nyx_secure_free(&args);
 	nyx_digest_add(d, c->service);
 	nyx_digest_add(d, c->principal);
 	nyx_digest_add(d, sha);
@@ -532,8 +531,7 @@ nyx_codex_ssh_body(const struct nyx_codex_call *c)
 	b = jv_object_set(
 	    b, jv_string("timeout_secs"), jv_number(c->timeout_secs));
 	body = nyx_json_dump(b);
-	nyx_secure_zero(cmd, strlen(cmd));
-	free(cmd);
+	nyx_secure_free(&cmd);
 	return body;
 }
 
@@ -808,10 +806,7 @@ nyx_codex_send_managed(struct nyx_http *http, const char *url, const char *key,
 	}
 	nyx_http_resp_free(&r);
 	nyx_buf_free(&auth);
-	if (body != NULL) {
-		nyx_secure_zero(body, strlen(body));
-		free(body);
-	}
+	nyx_secure_free(&body);
 }
 
 int
@@ -864,8 +859,5 @@ nyx_codex_send_ssh(struct nyx_http *http, const char *base_url,
 	nyx_buf_free(&auth);
 	nyx_buf_free(&url);
 	free(esc);
-	if (body != NULL) {
-		nyx_secure_zero(body, strlen(body));
-		free(body);
-	}
+	nyx_secure_free(&body);
 }

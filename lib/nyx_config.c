@@ -286,16 +286,6 @@ nyx_settings_init(struct nyx_settings *s)
 	s->profile_obj = jv_null();
 }
 
-static void
-free_secret(char **p)
-{
-	if (*p != NULL) {
-		nyx_secure_zero(*p, strlen(*p));
-		free(*p);
-		*p = NULL;
-	}
-}
-
 void
 nyx_settings_free(struct nyx_settings *s)
 {
@@ -304,16 +294,16 @@ nyx_settings_free(struct nyx_settings *s)
 	free(s->base_url);
 	free(s->backend);
 	free(s->state_dir);
-	free_secret(&s->token);
-	free_secret(&s->exec_token);
+	nyx_secure_free(&s->token);
+	nyx_secure_free(&s->exec_token);
 	jv_free(s->profile_obj);
 	s->profile_obj = jv_null();
 	s->config_path = s->profile = s->base_url = s->backend = NULL;
 	s->state_dir = NULL;
 }
 
-static const char *
-envv(const char *name)
+const char *
+nyx_config_env(const char *name)
 {
 	const char *v = getenv(name);
 
@@ -378,7 +368,8 @@ load_config_file(const struct nyx_common *c, struct nyx_settings *s, jv *cfg,
 {
 	static const char *const top_keys[] = {
 	    "default_profile", "state_dir", "profiles", NULL};
-	const char *explicit_path = c->config ? c->config : envv("NYX_CONFIG");
+	const char *explicit_path =
+	    c->config ? c->config : nyx_config_env("NYX_CONFIG");
 	char *path = NULL;
 	struct nyx_buf b = NYX_BUF_ZERO;
 	int rc = -1;
@@ -387,8 +378,8 @@ load_config_file(const struct nyx_common *c, struct nyx_settings *s, jv *cfg,
 	if (explicit_path != NULL) {
 		path = nyx_expand_home(explicit_path);
 	} else {
-		const char *xdg = envv("XDG_CONFIG_HOME");
-		const char *home = envv("HOME");
+		const char *xdg = nyx_config_env("XDG_CONFIG_HOME");
+		const char *home = nyx_config_env("HOME");
 		size_t n;
 
 		if (xdg == NULL && home == NULL)
@@ -459,7 +450,7 @@ nyx_settings_resolve(
 
 	if (load_config_file(c, s, &cfg, err) < 0)
 		goto out;
-	name = c->profile ? c->profile : envv("NYX_PROFILE");
+	name = c->profile ? c->profile : nyx_config_env("NYX_PROFILE");
 	if (name == NULL)
 		name = nyx_json_peek_str(cfg, "default_profile");
 	profs = nyx_json_get(cfg, "profiles");
@@ -487,9 +478,9 @@ nyx_settings_resolve(
 	}
 	jv_free(profs);
 
-	v = c->base_url ? c->base_url : envv("NYX_BASE_URL");
+	v = c->base_url ? c->base_url : nyx_config_env("NYX_BASE_URL");
 	if (v == NULL)
-		v = envv("NYXID_BASE_URL");
+		v = nyx_config_env("NYXID_BASE_URL");
 	if (v == NULL)
 		v = nyx_json_peek_str(prof, "base_url");
 	if (v != NULL) {
@@ -510,14 +501,14 @@ nyx_settings_resolve(
 		goto out;
 	}
 
-	v = c->state_dir ? c->state_dir : envv("NYX_STATE_DIR");
+	v = c->state_dir ? c->state_dir : nyx_config_env("NYX_STATE_DIR");
 	if (v == NULL)
 		v = cfg_str(cfg, prof, "state_dir");
 	if (v != NULL) {
 		s->state_dir = nyx_expand_home(v);
 	} else {
-		const char *xdg = envv("XDG_STATE_HOME");
-		const char *home = envv("HOME");
+		const char *xdg = nyx_config_env("XDG_STATE_HOME");
+		const char *home = nyx_config_env("HOME");
 		size_t n = strlen(xdg ? xdg : home ? home : "/tmp") + 32;
 
 		s->state_dir = malloc(n);
@@ -550,7 +541,7 @@ nyx_settings_resolve(
 		}
 		s->timeout_ms = (long)d * 1000;
 	}
-	v = envv("NYX_MAX_INVENTORY_BYTES");
+	v = nyx_config_env("NYX_MAX_INVENTORY_BYTES");
 	if (v != NULL ||
 	    nyx_json_kind(prof, "max_inventory_bytes") == JV_KIND_NUMBER) {
 		double d;
@@ -582,6 +573,14 @@ out:
 	jv_free(prof);
 	jv_free(cfg);
 	return rc;
+}
+
+long
+nyx_settings_exchange_ms(const struct nyx_settings *s)
+{
+	return s->timeout_ms > 0 && s->timeout_ms < NYX_HTTP_EXCHANGE_MS
+	    ? s->timeout_ms
+	    : NYX_HTTP_EXCHANGE_MS;
 }
 
 int

@@ -56,6 +56,15 @@ struct nyx_settings {
 void nyx_settings_init(struct nyx_settings *s);
 void nyx_settings_free(struct nyx_settings *s);
 
+/* An environment variable's value, or NULL when unset or empty. */
+const char *nyx_config_env(const char *name);
+
+/*
+ * The bound of one exchange: 15 s, or --timeout when it is shorter
+ * (WIRE 4.1: the flag only ever shortens the bounds, never lengthens).
+ */
+long nyx_settings_exchange_ms(const struct nyx_settings *s);
+
 /* Load the config file and resolve every non-secret setting. */
 int nyx_settings_resolve(
     const struct nyx_common *c, struct nyx_settings *s, struct nyx_err *err);

@@ -203,24 +203,6 @@ nyx_cred_owner(const char *token, char *out, size_t n)
 
 #define TOKEN_MAX_BYTES (64u * 1024u)
 
-static const char *
-nonempty_env(const char *name)
-{
-	const char *v = getenv(name);
-
-	return (v != NULL && *v != '\0') ? v : NULL;
-}
-
-static void
-free_secret(char **p)
-{
-	if (*p != NULL) {
-		nyx_secure_zero(*p, strlen(*p));
-		free(*p);
-		*p = NULL;
-	}
-}
-
 static int
 read_token_file(const char *path, char **out, struct nyx_err *err)
 {
@@ -265,12 +247,12 @@ load_token(const struct nyx_common *c, struct nyx_settings *s, int which,
 	const char **origin = which ? &s->exec_token_origin : &s->token_origin;
 	const char *v;
 
-	free_secret(dst);
+	nyx_secure_free(dst);
 	if (flag != NULL) {
 		*origin = which ? "--exec-token-file" : "--token-file";
 		return read_token_file(flag, dst, err);
 	}
-	if ((v = nonempty_env(fenv)) != NULL) {
+	if ((v = nyx_config_env(fenv)) != NULL) {
 		*origin = fenv;
 		return read_token_file(v, dst, err);
 	}

@@ -217,3 +217,13 @@ nyx_secure_equal(const char *a, const char *b)
 	lb = strlen(b);
 	return la == lb && CRYPTO_memcmp(a, b, la) == 0;
 }
+
+void
+nyx_secure_free(char **p)
+{
+	if (*p != NULL) {
+		nyx_secure_zero(*p, strlen(*p));
+		free(*p);
+		*p = NULL;
+	}
+}

@@ -43,6 +43,9 @@ char *nyx_b64_encode(const void *in, size_t n);
 /* Wipe memory so the compiler cannot drop it. */
 void nyx_secure_zero(void *p, size_t n);
 
+/* Wipe and free a heap string that held a secret; *p becomes NULL. */
+void nyx_secure_free(char **p);
+
 /* Whether two strings are equal, in time that depends on their lengths
  * only (for comparing a presented secret). */
 bool nyx_secure_equal(const char *a, const char *b);

@@ -305,7 +305,7 @@ nyx_nyxid_open(struct nyx_nyxid *c, const struct nyx_common *cm,
 		return nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
 	c->base_url = s->base_url;
 	c->token = s->token;
-	c->timeout_ms = s->timeout_ms;
+	c->timeout_ms = nyx_settings_exchange_ms(s);
 	c->max_inventory_bytes = s->max_inventory_bytes;
 	return 0;
 }

@@ -238,6 +238,21 @@ test_yaml(void)
 }
 
 static void
+test_exchange_bound(void)
+{
+	struct nyx_settings s;
+
+	nyx_settings_init(&s);
+	CHECK(nyx_settings_exchange_ms(&s) == 15000, "exchange bound: 15 s");
+	s.timeout_ms = 2000;
+	CHECK(nyx_settings_exchange_ms(&s) == 2000, "--timeout shortens it");
+	s.timeout_ms = 60000;
+	CHECK(nyx_settings_exchange_ms(&s) == 15000,
+	    "--timeout never lengthens it (WIRE 4.1)");
+	nyx_settings_free(&s);
+}
+
+static void
 test_exit(void)
 {
 	CHECK(nyx_exit_worst(0, 5) == 5 && nyx_exit_worst(5, 1) == 1 &&
@@ -256,6 +271,7 @@ main(void)
 	test_buf();
 	test_reader();
 	test_yaml();
+	test_exchange_bound();
 	test_exit();
 	return nyx_test_done();
 }
