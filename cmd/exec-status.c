@@ -316,6 +316,10 @@ reconcile(const struct opts *o, const struct nyx_common *cm,
 			goto out;
 		}
 	}
+	/* the stop is persisted at once, before anything that can fail or
+	 * wait, whoever holds the lease (PRODUCT 7) */
+	if (o->cancel && nyx_reconcile_stop(l, items, n, err) < 0)
+		goto out;
 	for (left = 0, i = 0; i < n; i++)
 		left += !items[i].d.op.terminal;
 	if (left > 0) {
@@ -334,21 +338,6 @@ reconcile(const struct opts *o, const struct nyx_common *cm,
 			nyx_err_set(
 			    err, NYX_EXIT_OSERR, "oom", "out of memory");
 			goto out;
-		}
-	}
-	if (o->cancel) {
-		/* the stop is persisted at once, whoever holds the lease: a
-		 * waiting process sees it within a second (PRODUCT 7) */
-		for (i = 0; i < n; i++) {
-			int64_t deadline;
-
-			if (items[i].d.op.terminal)
-				continue;
-			if (nyx_ledger_request_stop(l, items[i].d.op.handle,
-			        nyx_now_ms(), NYX_STOP_WINDOW_MS, &deadline,
-			        err) < 0)
-				goto out;
-			items[i].d.op.stop_deadline_ms = deadline;
 		}
 	}
 	r.token = s->exec_token;

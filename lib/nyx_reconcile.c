@@ -90,14 +90,6 @@ select_due(struct nyx_reconcile *r, struct nyx_rec_item *v, size_t n,
 		}
 		if (op->terminal)
 			continue;
-		if (r->cancel && op->stop_deadline_ms == 0) {
-			/* the absolute deadline, persisted before any request
-			 * and reused by every later --cancel */
-			op->stop_deadline_ms = now + NYX_STOP_WINDOW_MS;
-			op->next_poll_at_ms = now;
-			if (nyx_ledger_save(r->l, op, NULL, err) < 0)
-				return -1;
-		}
 		if (it->stop_seen) {
 			/* a stop arrived while we slept: step at once */
 			it->stop_seen = false;
@@ -177,23 +169,25 @@ finalize(struct nyx_reconcile *r, struct nyx_rec_item *v, size_t n)
 	}
 }
 
-/* Persist a stop for every open operation we hold (an interrupt). */
-static int
-stop_all(struct nyx_reconcile *r, struct nyx_rec_item *v, size_t n,
-    struct nyx_err *err)
+int
+nyx_reconcile_stop(
+    struct nyx_ledger *l, struct nyx_rec_item *v, size_t n, struct nyx_err *err)
 {
 	size_t i;
 
 	for (i = 0; i < n; i++) {
 		int64_t deadline;
 
-		if (!v[i].held || v[i].d.op.terminal)
+		if (v[i].d.op.terminal)
 			continue;
-		if (nyx_ledger_request_stop(r->l, v[i].d.op.handle,
-		        nyx_now_ms(), NYX_STOP_WINDOW_MS, &deadline, err) < 0)
+		if (nyx_ledger_request_stop(l, v[i].d.op.handle, nyx_now_ms(),
+		        NYX_STOP_WINDOW_MS, &deadline, err) < 0)
 			return -1;
-		v[i].stop_seen = true;
-		v[i].done = false;
+		if (deadline > 0) {
+			v[i].d.op.stop_deadline_ms = deadline;
+			v[i].stop_seen = true;
+			v[i].done = false;
+		}
 	}
 	return 0;
 }
@@ -221,7 +215,7 @@ nap(struct nyx_reconcile *r, struct nyx_rec_item *v, size_t n, int64_t ms,
 			nyx_log_line(
 			    "stopping: the operation is being cancelled "
 			    "(interrupt again to detach)");
-			return stop_all(r, v, n, err) < 0 ? -1 : 1;
+			return nyx_reconcile_stop(r->l, v, n, err) < 0 ? -1 : 1;
 		}
 		for (i = 0; i < n; i++) {
 			if (!v[i].held || v[i].d.op.terminal ||

@@ -75,6 +75,15 @@ struct nyx_reconcile {
 /* Initialise n items for the given handles' operations (loaded later). */
 void nyx_reconcile_items_init(struct nyx_rec_item *v, size_t n);
 
+/*
+ * Persist a stop for every open operation of the items, whoever holds
+ * it (PRODUCT 7): the first sets the absolute deadline (now + 120 s) and
+ * makes the operation due, later ones reuse it; a holder sees it within
+ * a second.  The items take the deadline and step at once.
+ */
+int nyx_reconcile_stop(struct nyx_ledger *l, struct nyx_rec_item *v, size_t n,
+    struct nyx_err *err);
+
 /* Run rounds over the items' operations (v[i].d.op.handle set). */
 int nyx_reconcile_run(struct nyx_reconcile *r, struct nyx_rec_item *v, size_t n,
     struct nyx_err *err);

@@ -205,6 +205,9 @@ client_done() { ! kill -0 "$CLIENT" 2>/dev/null; }
 	h=$(ledger "SELECT handle FROM operations")
 	# persist the stop, then lose the waiter before it acts on it
 	kill -STOP "$CLIENT"
+	# persisted before anything that can fail: even without a credential
+	NYX_TOKEN_FILE= run -77 exec-status --cancel "$h"
+	[ "$(ledger "SELECT stop_deadline_ms FROM operations WHERE handle='$h'")" -gt 0 ]
 	run -5 exec-status --cancel "$h"
 	jq_ok '.stop_deadline!=null'
 	crash_client
