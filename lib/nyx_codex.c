@@ -336,28 +336,6 @@ classify_managed_error(long status, jv doc, struct nyx_codex_outcome *oc)
 		    "The managed Codex call failed.", NYX_EXIT_PROTOCOL);
 }
 
-/* The key replaced by [REDACTED] wherever it appears in text. */
-static jv
-redact(const char *text, size_t n, const char *key)
-{
-	struct nyx_buf b = NYX_BUF_ZERO;
-	size_t kl = key ? strlen(key) : 0, i = 0;
-	jv out;
-
-	while (i < n) {
-		if (kl > 0 && i + kl <= n && memcmp(text + i, key, kl) == 0) {
-			nyx_buf_addstr(&b, "[REDACTED]");
-			i += kl;
-		} else {
-			nyx_buf_add(&b, text + i, 1);
-			i++;
-		}
-	}
-	out = jv_string_sized(b.data ? b.data : "", (int)b.len);
-	nyx_buf_free(&b);
-	return out;
-}
-
 void
 nyx_codex_classify_managed(const struct nyx_http_resp *r, const char *key,
     struct nyx_codex_outcome *oc)
@@ -392,13 +370,9 @@ nyx_codex_classify_managed(const struct nyx_http_resp *r, const char *key,
 		    NYX_EXIT_PROTOCOL);
 	} else {
 		jv_free(oc->base.output);
-		jv once = redact(jv_string_value(text),
+		/* the key, and every other token this process loaded */
+		oc->base.output = nyx_log_redact_output(jv_string_value(text),
 		    (size_t)jv_string_length_bytes(jv_copy(text)), key);
-
-		/* and every other token this process loaded */
-		oc->base.output = nyx_log_redact_output(jv_string_value(once),
-		    (size_t)jv_string_length_bytes(jv_copy(once)));
-		jv_free(once);
 		oc->base.child_exit = (int)jv_number_value(ec);
 		if (oc->base.child_exit == 0)
 			succeed(oc);
@@ -617,9 +591,9 @@ nyx_codex_classify_ssh(
 		jv_free(oc->base.output);
 		jv_free(oc->stderr_text);
 		oc->base.output = nyx_log_redact_output(jv_string_value(so),
-		    (size_t)jv_string_length_bytes(jv_copy(so)));
+		    (size_t)jv_string_length_bytes(jv_copy(so)), NULL);
 		oc->stderr_text = nyx_log_redact_output(jv_string_value(se),
-		    (size_t)jv_string_length_bytes(jv_copy(se)));
+		    (size_t)jv_string_length_bytes(jv_copy(se)), NULL);
 		oc->base.child_exit = (int)jv_number_value(ec);
 		if (jv_get_kind(to) == JV_KIND_TRUE)
 			/* it ran and hit its limit: a definitive failure */

@@ -234,16 +234,18 @@ nyx_log_text(const char *fmt, ...)
 }
 
 jv
-nyx_log_redact_output(const char *in, size_t n)
+nyx_log_redact_output(const char *in, size_t n, const char *also)
 {
 	struct nyx_buf b = NYX_BUF_ZERO;
-	size_t i = 0, start = 0, k;
+	size_t i = 0, start = 0, k, al = also ? strlen(also) : 0;
 	jv out;
 
 	b.secret = true;
 	while (i < n) {
 		size_t hit = 0;
 
+		if (al > 0 && al <= n - i && memcmp(in + i, also, al) == 0)
+			hit = al;
 		for (k = 0; k < MAX_SECRETS && secrets[k] != NULL && !hit;
 		     k++) {
 			size_t sl = strlen(secrets[k]);

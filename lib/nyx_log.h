@@ -60,9 +60,11 @@ char *nyx_log_redact(const char *in, char *out, size_t outsz);
 /*
  * Program output: the n bytes of `in` with every registered secret (the
  * tokens this process loaded) replaced by "[REDACTED]", as a new jv
- * string (PRODUCT 10).  Nothing else is touched: a program's own text
- * that merely looks like a credential is its business.
+ * string (PRODUCT 10); `also`, when not NULL, is one more secret to
+ * replace (a key the caller holds but never registered).  Nothing else is
+ * touched: a program's own text that merely looks like a credential is
+ * its business.
  */
-jv nyx_log_redact_output(const char *in, size_t n);
+jv nyx_log_redact_output(const char *in, size_t n, const char *also);
 
 #endif

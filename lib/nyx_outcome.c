@@ -54,7 +54,7 @@ redacted(jv output, const char *key)
 
 	if (jv_get_kind(v) == JV_KIND_STRING) {
 		jv r = nyx_log_redact_output(jv_string_value(v),
-		    (size_t)jv_string_length_bytes(jv_copy(v)));
+		    (size_t)jv_string_length_bytes(jv_copy(v)), NULL);
 
 		jv_free(v);
 		return jv_object_set(output, jv_string(key), r);
