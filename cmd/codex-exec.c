@@ -197,8 +197,8 @@ run_managed(const struct opts *o, const struct nyx_common *cm,
 		nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
 		goto out;
 	}
-	code = nyx_admit_route(
-	    cm, s, http, "codex_execution_credential_unavailable", &rt, err);
+	code = nyx_admit_route(cm, s, http, NYX_CAP_CODEX_MANAGED,
+	    "codex_execution_credential_unavailable", &rt, err);
 	if (code != 0)
 		goto out;
 	code = -1;

@@ -27,9 +27,11 @@ enum {
 	OPT_USER_SERVICE_ID,
 	OPT_RECHECK,
 	OPT_TABLE,
+	OPT_CAPABILITY,
 };
 
 struct opts {
+	const struct nyx_capability *cap; /* NULL: the record's, else default */
 	bool apply;
 	bool recheck;
 	bool table;
@@ -41,6 +43,7 @@ static const struct option longopts[] = {
     {"user-service-id", required_argument, NULL, OPT_USER_SERVICE_ID},
     {"recheck", no_argument, NULL, OPT_RECHECK},
     {"table", no_argument, NULL, OPT_TABLE},
+    {"capability", required_argument, NULL, OPT_CAPABILITY},
     {NULL, 0, NULL, 0},
 };
 
@@ -62,6 +65,9 @@ on_opt(int c, const char *arg, void *ctx)
 	case OPT_TABLE:
 		o->table = true;
 		break;
+	case OPT_CAPABILITY:
+		o->cap = nyx_cli_capability(arg);
+		break;
 	default:
 		return -1;
 	}
@@ -69,8 +75,12 @@ on_opt(int c, const char *arg, void *ctx)
 }
 
 static const struct nyx_cli_spec spec = {
-    "[--apply] [--user-service-id ID] [--recheck] [--table] [common options]",
+    "[--apply] [--capability code_execute|codex_managed] "
+    "[--user-service-id ID]\n"
+    "       [--recheck] [--table] [common options]",
     "      --apply             perform the planned repair and verify it\n"
+    "      --capability C      the route contract to ensure: code_execute\n"
+    "                          (default, or the record's) or codex_managed\n"
     "      --user-service-id ID  repair only this exact UserService id\n"
     "      --recheck           re-examine an admitted record on stdin\n"
     "      --table             candidate tables on stderr (before and "
@@ -86,6 +96,7 @@ static const char *const action_names[] = {
     [NYX_REPAIR_UPDATE] = "update",
     [NYX_REPAIR_CREATE_ALIAS] = "create_alias",
     [NYX_REPAIR_NOT_WRITABLE] = "none",
+    [NYX_REPAIR_AMBIGUOUS] = "none",
     [NYX_REPAIR_NOT_APPLICABLE] = "none",
 };
 
@@ -163,6 +174,7 @@ table(const struct nyx_resolution *res, const char *when)
 
 struct ctx {
 	const struct opts *o;
+	const struct nyx_capability *cap;
 	struct nyx_settings *s;
 	struct nyx_nyxid client;
 	const char *exact; /* --user-service-id, or from --recheck */
@@ -173,7 +185,7 @@ blocked(struct ctx *x, enum nyx_verdict v, const char *msg, int status,
     int code, const struct conv *c, const struct nyx_resolution *counts)
 {
 	jv rec = nyx_route_blocked(
-	    v, msg, status, code, x->s->base_url, nyx_cli_diag());
+	    x->cap, v, msg, status, code, x->s->base_url, nyx_cli_diag());
 
 	if (counts != NULL)
 		rec = jv_object_set(
@@ -192,7 +204,7 @@ apply(struct ctx *x, struct nyx_repair_plan *plan,
 	struct nyx_repair_outcome out;
 	struct conv c;
 	const char *verified_id = NULL;
-	char path[512], msg[700];
+	char path[512], msg[700], scopes[128];
 	long status = 0;
 	int code;
 
@@ -228,13 +240,12 @@ apply(struct ctx *x, struct nyx_repair_plan *plan,
 	/* the readback always happens, whatever the write answered */
 	if (nyx_nyxid_read_inventory(&x->client, &after, &fail) == 0) {
 		if (plan->action == NYX_REPAIR_UPDATE) {
-			if (nyx_repair_verify_update(
-			        plan->target->r, plan->merged_scope, &after))
+			if (nyx_repair_verify_update(plan, &after))
 				verified_id = plan->target->r->id;
 		} else {
-			verified_id = nyx_repair_verify_alias(&after);
+			verified_id = nyx_repair_verify_alias(plan, &after);
 		}
-		if (nyx_route_classify(&after,
+		if (nyx_route_classify(&after, x->cap,
 		        verified_id ? verified_id : x->exact, &res) == 0 &&
 		    x->o->table)
 			table(&res, "after");
@@ -251,14 +262,21 @@ apply(struct ctx *x, struct nyx_repair_plan *plan,
 		                nyx_cli_diag(), nyx_now_ms()),
 		    &c, NYX_EXIT_OK);
 	} else if (strcmp(out.outcome, "rejected") == 0) {
+		/* the reference's exact words for code_execute; the same
+		 * sentence over its own fields for another capability */
+		nyx_route_missing_str(x->cap, ~0u, scopes, sizeof(scopes));
+		if (x->cap == NYX_CAP_CODE_EXECUTE)
+			snprintf(scopes, sizeof(scopes), "%s",
+			    "proxy:* and sandbox:execute");
 		snprintf(msg, sizeof(msg),
 		    "NyxID rejected the platform code route repair. "
 		    "failureKind=%s httpStatus=%ld The shared route contract "
-		    "is owner-granted: it requires forward_access_token=true, "
-		    "inject_delegation_token=true, and a "
-		    "delegation_token_scope containing proxy:* and "
-		    "sandbox:execute.",
-		    out.failure_kind, status);
+		    "is owner-granted: it requires %sinject_delegation_token="
+		    "true, and a delegation_token_scope containing %s.",
+		    out.failure_kind, status,
+		    x->cap->forward_access_token ? "forward_access_token=true, "
+		                                 : "",
+		    scopes);
 		code = blocked(x, NYX_ROUTE_REPAIR_REJECTED, msg, (int)status,
 		    out.exit, &c, res.cands ? &res : NULL);
 	} else {
@@ -297,7 +315,7 @@ converge(struct ctx *x)
 		    fail.exit, &c, NULL);
 		goto out;
 	}
-	if (nyx_route_classify(&inv, x->exact, &res) < 0) {
+	if (nyx_route_classify(&inv, x->cap, x->exact, &res) < 0) {
 		code = NYX_EXIT_OSERR;
 		goto out;
 	}
@@ -317,23 +335,24 @@ converge(struct ctx *x)
 		                nyx_cli_diag(), nyx_now_ms()),
 		    &c, nyx_route_exit(res.verdict));
 		break;
+	case NYX_REPAIR_AMBIGUOUS:
+		/* WIRE 3: more than one candidate, nothing is written */
+		code = blocked(x, NYX_ROUTE_AMBIGUOUS,
+		    "More than one writable canonical route differs from the "
+		    "policy; nothing was written. Pass --user-service-id to "
+		    "repair one, or keep exactly one platform code service.",
+		    0, NYX_EXIT_BLOCKED, &c, &res);
+		break;
 	case NYX_REPAIR_NOT_WRITABLE:
 		conv_init(&c, "not_writable");
-		if (plan.writable > 1)
-			code = blocked(x, NYX_ROUTE_POLICY_MISMATCH,
-			    "More than one writable canonical route differs "
-			    "from the code execution policy; nothing was "
-			    "written. Pass --user-service-id to repair one.",
-			    0, NYX_EXIT_BLOCKED, &c, &res);
-		else
-			code = blocked(x, NYX_ROUTE_WRITE_AUTHORITY_REQUIRED,
-			    "No canonical platform code execution route that "
-			    "differs from the policy is writable by this "
-			    "caller: only a personal route, or an organization "
-			    "route on which the caller is admin, with "
-			    "auto_connected explicitly false, is repaired; "
-			    "members and viewers never write.",
-			    0, NYX_EXIT_BLOCKED, &c, &res);
+		code = blocked(x, NYX_ROUTE_WRITE_AUTHORITY_REQUIRED,
+		    "No canonical platform code execution route that "
+		    "differs from the policy is writable by this "
+		    "caller: only a personal route, or an organization "
+		    "route on which the caller is admin, with "
+		    "auto_connected explicitly false, is repaired; "
+		    "members and viewers never write.",
+		    0, NYX_EXIT_BLOCKED, &c, &res);
 		break;
 	default:
 		if (!x->o->apply) {
@@ -390,6 +409,7 @@ run(const struct opts *o, const struct nyx_common *cm, struct nyx_err *err)
 	x.o = o;
 	x.s = &s;
 	x.exact = o->exact_id;
+	x.cap = o->cap ? o->cap : NYX_CAP_CODE_EXECUTE;
 	conv_init(&c, "not_applicable");
 	if (nyx_settings_resolve(cm, &s, err) < 0)
 		goto out;
@@ -398,6 +418,7 @@ run(const struct opts *o, const struct nyx_common *cm, struct nyx_err *err)
 		goto out;
 	if (got != NYX_UPSTREAM_NONE) {
 		const char *base = nyx_json_peek_str(rec, "base_url");
+		const char *rcap = nyx_json_peek_str(rec, "capability");
 		jv b = nyx_json_get(rec, "blocker");
 		const char *bcode = nyx_json_peek_str(b, "code");
 		bool mismatch = bcode != NULL &&
@@ -408,6 +429,20 @@ run(const struct opts *o, const struct nyx_common *cm, struct nyx_err *err)
 			code = nyx_cli_pass_through(rec, NYX_EXIT_SOFTWARE);
 			goto out;
 		}
+		/* the record's capability is the one to ensure; another
+		 * one named on the command line is a mistake, not a choice */
+		if (rcap != NULL &&
+		    (nyx_capability_find(rcap) == NULL ||
+		        (o->cap != NULL && strcmp(o->cap->name, rcap) != 0))) {
+			nyx_err_set(err, NYX_EXIT_DATAERR, "admission_invalid",
+			    "the route.admission on stdin is for capability "
+			    "'%s', not %s",
+			    rcap, x.cap->name);
+			jv_free(rec);
+			goto out;
+		}
+		if (rcap != NULL)
+			x.cap = nyx_capability_find(rcap);
 		if (got == NYX_UPSTREAM_ADMITTED && !o->recheck) {
 			code = nyx_cli_pass_through(rec, NYX_EXIT_OK);
 			goto out;
@@ -437,7 +472,8 @@ run(const struct opts *o, const struct nyx_common *cm, struct nyx_err *err)
 		}
 		jv_free(rec);
 	}
-	rc = nyx_nyxid_open(&x.client, cm, &s, &cred, why, sizeof(why), err);
+	rc = nyx_nyxid_open(
+	    &x.client, cm, &s, x.cap, &cred, why, sizeof(why), err);
 	if (rc < 0)
 		goto out;
 	if (o->apply && s.token != NULL && !nyx_cred_can_write(&cred)) {

@@ -26,9 +26,11 @@ enum {
 	OPT_KEYS,
 	OPT_TABLE,
 	OPT_CHECK,
+	OPT_CAPABILITY,
 };
 
 struct opts {
+	const struct nyx_capability *cap;
 	const char *exact_id;
 	const char *inventory;
 	const char *user_services;
@@ -44,6 +46,7 @@ static const struct option longopts[] = {
     {"keys", required_argument, NULL, OPT_KEYS},
     {"table", no_argument, NULL, OPT_TABLE},
     {"check", no_argument, NULL, OPT_CHECK},
+    {"capability", required_argument, NULL, OPT_CAPABILITY},
     {NULL, 0, NULL, 0},
 };
 
@@ -71,6 +74,9 @@ on_opt(int c, const char *arg, void *ctx)
 	case OPT_CHECK:
 		o->check = true;
 		break;
+	case OPT_CAPABILITY:
+		o->cap = nyx_cli_capability(arg);
+		break;
 	default:
 		return -1;
 	}
@@ -78,8 +84,12 @@ on_opt(int c, const char *arg, void *ctx)
 }
 
 static const struct nyx_cli_spec spec = {
-    "[--user-service-id ID] [--inventory FILE | --user-services FILE --keys "
-    "FILE] [--table] [--check] [common options]",
+    "[--capability code_execute|codex_managed] [--user-service-id ID]\n"
+    "       [--inventory FILE | --user-services FILE --keys FILE] [--table] "
+    "[--check]\n       [common options]",
+    "      --capability C      the route contract to admit for: "
+    "code_execute\n"
+    "                          (default) or codex_managed\n"
     "      --user-service-id ID  classify only this exact UserService id\n"
     "      --inventory FILE    offline: {\"user_services\":…,\"keys\":…}\n"
     "      --user-services FILE  offline: a /user-services body (with "
@@ -90,7 +100,9 @@ static const struct nyx_cli_spec spec = {
     "stderr\n"
     "      --check             drift check: exit 0 admitted, 1 policy "
     "mismatch,\n"
-    "                          3 other blocker; PASS/DRIFT line on stderr\n",
+    "                          3 other blocker; one PASS, DRIFT, BLOCKED "
+    "or\n"
+    "                          ERROR line on stderr\n",
     NYX_CLI_NET,
     "",
     longopts,
@@ -197,20 +209,23 @@ print_table(const struct nyx_resolution *res)
 		    c->canonical ? yn(c->accessible) : "-",
 		    c->accessible ? yn(c->active) : "-",
 		    c->active ? yn(c->ready) : "-",
-		    yn(nyx_route_policy_ok(c->r, NULL, NULL)), yn(c->writable),
-		    verdict);
-		if (c->r->forward_access_token != 1)
+		    yn(nyx_route_policy_ok(res->cap, c->r, NULL)),
+		    yn(c->writable), verdict);
+		if (res->cap->forward_access_token &&
+		    c->r->forward_access_token != 1)
 			nyx_log_text("  forward_access_token: %s -> true\n",
 			    nyx_tri_str(c->r->forward_access_token));
 		if (c->r->inject_delegation_token != 1)
 			nyx_log_text("  inject_delegation_token: %s -> true\n",
 			    nyx_tri_str(c->r->inject_delegation_token));
-		if (c->miss_proxy || c->miss_sandbox)
-			nyx_log_text("  delegation_token_scope: missing "
-			             "[%s%s%s]\n",
-			    c->miss_proxy ? "proxy:*" : "",
-			    c->miss_proxy && c->miss_sandbox ? ", " : "",
-			    c->miss_sandbox ? "sandbox:execute" : "");
+		if (c->missing != 0) {
+			char miss[128];
+
+			nyx_route_missing_str(
+			    res->cap, c->missing, miss, sizeof(miss));
+			nyx_log_text(
+			    "  delegation_token_scope: missing [%s]\n", miss);
+		}
 		if (c->ready && c->k && c->k->auto_connected == NYX_ABSENT)
 			nyx_log_text("  auto_connected: absent (not "
 			             "writable)\n");
@@ -223,13 +238,24 @@ print_table(const struct nyx_resolution *res)
 	    res->canonical, res->accessible, res->active, res->eligible);
 }
 
-/* Report a blocked admission on stderr (plain or --check form). */
+/*
+ * Report a blocked admission on stderr.  The --check line says which kind
+ * (PRODUCT 4): DRIFT a policy mismatch, BLOCKED another blocker, ERROR
+ * when the inventory could not be read or checked (exit 75/76/77/78), so
+ * an outage or a refused token is never taken for drift.
+ */
 static void
-report_blocked(const struct opts *o, const char *code, const char *message)
+report_blocked(
+    const struct opts *o, const char *code, const char *message, int exit)
 {
+	const char *label =
+	    strcmp(code, "CODE_EXECUTION_ROUTE_POLICY_MISMATCH") == 0 ? "DRIFT:"
+	    : exit == NYX_EXIT_BLOCKED || exit == NYX_EXIT_NO ? "BLOCKED"
+	                                                      : "ERROR";
+
 	if (o->check)
-		nyx_log_text("%s: DRIFT: %s: %s (%s)\n", nyx_cli_prog(), code,
-		    message, nyx_cli_diag());
+		nyx_log_text("%s: %s %s: %s (%s)\n", nyx_cli_prog(), label,
+		    code, message, nyx_cli_diag());
 	else
 		nyx_log(NYX_LOG_ERROR, "%s: %s (%s)", code, message,
 		    nyx_cli_diag());
@@ -239,9 +265,9 @@ static int
 blocked_early(const struct opts *o, enum nyx_verdict v, const char *msg,
     int status, int code, const char *base_url)
 {
-	report_blocked(o, nyx_route_blocker(v)->code, msg);
-	nyx_cli_emit(
-	    nyx_route_blocked(v, msg, status, code, base_url, nyx_cli_diag()));
+	report_blocked(o, nyx_route_blocker(v)->code, msg, code);
+	nyx_cli_emit(nyx_route_blocked(
+	    o->cap, v, msg, status, code, base_url, nyx_cli_diag()));
 	return code;
 }
 
@@ -270,7 +296,7 @@ run(const struct opts *o, const struct nyx_common *cm, struct nyx_err *err)
 
 		memset(&client, 0, sizeof(client));
 		rc = nyx_nyxid_fetch(
-		    &client, cm, &s, &inv, &observed, &fail, err);
+		    &client, cm, &s, o->cap, &inv, &observed, &fail, err);
 		http = client.http;
 		if (rc < 0)
 			goto out;
@@ -280,7 +306,7 @@ run(const struct opts *o, const struct nyx_common *cm, struct nyx_err *err)
 			goto out;
 		}
 	}
-	if (nyx_route_classify(&inv, o->exact_id, &res) < 0) {
+	if (nyx_route_classify(&inv, o->cap, o->exact_id, &res) < 0) {
 		nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
 		goto out;
 	}
@@ -294,13 +320,13 @@ run(const struct opts *o, const struct nyx_common *cm, struct nyx_err *err)
 	if (res.verdict == NYX_ROUTE_ADMITTED) {
 		/* nyx_log_line: under -q a passing cron check stays silent */
 		if (o->check)
-			nyx_log_line("PASS: the %s route satisfies the code "
-			             "execution contract",
-			    res.selected->r->slug);
+			nyx_log_line("PASS: the %s route satisfies the %s "
+			             "contract",
+			    res.selected->r->slug, res.cap->name);
 		code = NYX_EXIT_OK;
 	} else {
-		report_blocked(
-		    o, nyx_route_blocker(res.verdict)->code, res.message);
+		report_blocked(o, nyx_route_blocker(res.verdict)->code,
+		    res.message, NYX_EXIT_BLOCKED);
 		code = NYX_EXIT_BLOCKED;
 		if (o->check && res.verdict == NYX_ROUTE_POLICY_MISMATCH)
 			code = NYX_EXIT_NO;

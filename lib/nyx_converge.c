@@ -26,28 +26,29 @@ next_scope(const char **p, char *tok, size_t toksz)
 }
 
 char *
-nyx_scope_merge(const char *existing)
+nyx_scope_merge(const struct nyx_capability *cap, const char *existing)
 {
-	size_t cap = (existing ? strlen(existing) : 0) + 32, o = 0;
-	char *out = malloc(cap);
+	size_t size = (existing ? strlen(existing) : 0) + 64, o = 0;
+	char *out = malloc(size);
 	const char *p = existing ? existing : "";
-	const char *add[] = {"proxy:*", "sandbox:execute"};
 	char tok[256];
 	size_t i;
 
 	if (out == NULL)
 		return NULL;
+	if (cap == NULL)
+		cap = NYX_CAP_CODE_EXECUTE;
 	out[0] = '\0';
 	while (next_scope(&p, tok, sizeof(tok))) {
 		if (nyx_scope_has(out, tok))
 			continue; /* keep the first occurrence */
 		o += (size_t)snprintf(
-		    out + o, cap - o, "%s%s", o ? " " : "", tok);
+		    out + o, size - o, "%s%s", o ? " " : "", tok);
 	}
-	for (i = 0; i < 2; i++)
-		if (!nyx_scope_has(out, add[i]))
-			o += (size_t)snprintf(
-			    out + o, cap - o, "%s%s", o ? " " : "", add[i]);
+	for (i = 0; i < NYX_CAP_MAX_SCOPES && cap->scopes[i] != NULL; i++)
+		if (!nyx_scope_has(out, cap->scopes[i]))
+			o += (size_t)snprintf(out + o, size - o, "%s%s",
+			    o ? " " : "", cap->scopes[i]);
 	return out;
 }
 
@@ -79,6 +80,7 @@ nyx_repair_plan(const struct nyx_resolution *res, const char *exact_id,
 	size_t i;
 
 	memset(plan, 0, sizeof(*plan));
+	plan->cap = res->cap ? res->cap : NYX_CAP_CODE_EXECUTE;
 	if (res->verdict == NYX_ROUTE_ADMITTED) {
 		plan->action = NYX_REPAIR_NONE;
 		return;
@@ -101,17 +103,21 @@ nyx_repair_plan(const struct nyx_resolution *res, const char *exact_id,
 			platform = c;
 		}
 	}
+	if (plan->writable > 1) {
+		plan->action = NYX_REPAIR_AMBIGUOUS;
+		return;
+	}
 	if (plan->writable == 1) {
 		plan->action = NYX_REPAIR_UPDATE;
 		plan->target = only;
 		plan->merged_scope =
-		    nyx_scope_merge(only->r->delegation_token_scope);
+		    nyx_scope_merge(plan->cap, only->r->delegation_token_scope);
 		return;
 	}
 	/* auto-connected routes are never PUT: NyxID owns them */
 	if (plan->writable == 0 && (exact_id == NULL || *exact_id == '\0') &&
 	    nplatform == 1 && strcmp(platform->r->slug, NYX_SLUG_SHARED) == 0 &&
-	    !nyx_route_policy_ok(platform->r, NULL, NULL)) {
+	    !nyx_route_policy_ok(plan->cap, platform->r, NULL)) {
 		plan->action = NYX_REPAIR_CREATE_ALIAS;
 		plan->target = platform;
 		return;
@@ -126,36 +132,58 @@ nyx_repair_plan_free(struct nyx_repair_plan *plan)
 	plan->merged_scope = NULL;
 }
 
+/* The capability's own scopes, space-joined: what an empty route gets. */
+static char *
+contract_scope(const struct nyx_capability *cap)
+{
+	return nyx_scope_merge(cap, NULL);
+}
+
 jv
 nyx_repair_patch(const struct nyx_repair_plan *plan)
 {
+	const struct nyx_capability *cap =
+	    plan->cap ? plan->cap : NYX_CAP_CODE_EXECUTE;
+	char *scope = plan->merged_scope ? NULL : contract_scope(cap);
 	jv p = jv_object();
 
-	p = jv_object_set(p, jv_string("forward_access_token"), jv_true());
+	/* only the contract's own fields: never forward_access_token for a
+	 * capability whose contract does not name it */
+	if (cap->forward_access_token)
+		p = jv_object_set(
+		    p, jv_string("forward_access_token"), jv_true());
 	p = jv_object_set(p, jv_string("inject_delegation_token"), jv_true());
 	p = jv_object_set(p, jv_string("delegation_token_scope"),
 	    jv_string(plan->merged_scope ? plan->merged_scope
-	                                 : "proxy:* sandbox:execute"));
+	            : scope              ? scope
+	                                 : ""));
+	free(scope);
 	return p;
 }
 
 jv
 nyx_repair_alias_body(const struct nyx_repair_plan *plan)
 {
+	const struct nyx_capability *cap =
+	    plan->cap ? plan->cap : NYX_CAP_CODE_EXECUTE;
+	char *scope = contract_scope(cap);
 	jv b = jv_object();
 
 	b = jv_object_set(
 	    b, jv_string("service_slug"), jv_string(NYX_SLUG_SHARED));
 	b = jv_object_set(b, jv_string("slug"), jv_string(NYX_SLUG_ALIAS));
 	b = jv_object_set(b, jv_string("label"), jv_string(NYX_ALIAS_LABEL));
-	b = jv_object_set(b, jv_string("forward_access_token"), jv_true());
+	if (cap->forward_access_token)
+		b = jv_object_set(
+		    b, jv_string("forward_access_token"), jv_true());
 	b = jv_object_set(b, jv_string("inject_delegation_token"), jv_true());
 	b = jv_object_set(b, jv_string("delegation_token_scope"),
-	    jv_string("proxy:* sandbox:execute"));
+	    jv_string(scope ? scope : ""));
 	/* the platform route's node binding, only when it has one */
 	if (plan->target != NULL && plan->target->k->node_id != NULL)
 		b = jv_object_set(b, jv_string("node_id"),
 		    jv_string(plan->target->k->node_id));
+	free(scope);
 	return b;
 }
 
@@ -187,12 +215,13 @@ find_route(const struct nyx_inventory *inv, const char *id)
 }
 
 static bool
-admitted_as(const struct nyx_inventory *after, const char *id)
+admitted_as(const struct nyx_capability *cap, const struct nyx_inventory *after,
+    const char *id)
 {
 	struct nyx_resolution res;
 	bool ok;
 
-	if (nyx_route_classify(after, id, &res) < 0)
+	if (nyx_route_classify(after, cap, id, &res) < 0)
 		return false;
 	ok = res.verdict == NYX_ROUTE_ADMITTED && res.selected != NULL &&
 	    strcmp(res.selected->r->id, id) == 0;
@@ -201,9 +230,12 @@ admitted_as(const struct nyx_inventory *after, const char *id)
 }
 
 bool
-nyx_repair_verify_update(const struct nyx_route *before,
-    const char *merged_scope, const struct nyx_inventory *after)
+nyx_repair_verify_update(
+    const struct nyx_repair_plan *plan, const struct nyx_inventory *after)
 {
+	const struct nyx_capability *cap =
+	    plan->cap ? plan->cap : NYX_CAP_CODE_EXECUTE;
+	const struct nyx_route *before = plan->target->r;
 	const struct nyx_route *r = find_route(after, before->id);
 	const struct nyx_key *bk = before->key;
 
@@ -220,16 +252,23 @@ nyx_repair_verify_update(const struct nyx_route *before,
 	    r->key->auto_connected != bk->auto_connected ||
 	    !same_source(&r->key->src, &bk->src))
 		return false;
-	/* the policy is the patch; an extra scope is drift */
-	if (r->forward_access_token != 1 || r->inject_delegation_token != 1 ||
-	    !nyx_scope_set_equal(r->delegation_token_scope, merged_scope))
+	/* the policy is the patch (an extra scope is drift), and a field the
+	 * patch does not name is what it was */
+	if ((cap->forward_access_token ? r->forward_access_token != 1
+	                               : r->forward_access_token !=
+	                before->forward_access_token) ||
+	    r->inject_delegation_token != 1 ||
+	    !nyx_scope_set_equal(r->delegation_token_scope, plan->merged_scope))
 		return false;
-	return admitted_as(after, before->id);
+	return admitted_as(cap, after, before->id);
 }
 
 const char *
-nyx_repair_verify_alias(const struct nyx_inventory *after)
+nyx_repair_verify_alias(
+    const struct nyx_repair_plan *plan, const struct nyx_inventory *after)
 {
+	const struct nyx_capability *cap =
+	    plan->cap ? plan->cap : NYX_CAP_CODE_EXECUTE;
 	const char *hit = NULL;
 	int n = 0;
 	size_t i;
@@ -242,12 +281,12 @@ nyx_repair_verify_alias(const struct nyx_inventory *after)
 		    r->key->auto_connected != 0 ||
 		    !same(r->key->catalog_service_slug, NYX_SLUG_SHARED) ||
 		    !nyx_route_execution_ready(r, r->key, NULL) ||
-		    !nyx_route_policy_ok(r, NULL, NULL))
+		    !nyx_route_policy_ok(cap, r, NULL))
 			continue;
 		n++;
 		hit = r->id;
 	}
-	if (n != 1 || !admitted_as(after, hit))
+	if (n != 1 || !admitted_as(cap, after, hit))
 		return NULL;
 	return hit;
 }

@@ -22,29 +22,36 @@ enum nyx_repair_action {
 	NYX_REPAIR_NONE = 0, /* already admitted */
 	NYX_REPAIR_UPDATE, /* PUT the one writable candidate */
 	NYX_REPAIR_CREATE_ALIAS, /* POST the personal alias */
-	NYX_REPAIR_NOT_WRITABLE, /* drift, but no single route to write */
+	NYX_REPAIR_NOT_WRITABLE, /* drift, but no route this caller writes */
+	NYX_REPAIR_AMBIGUOUS, /* several writable candidates: write none */
 	NYX_REPAIR_NOT_APPLICABLE, /* another blocker: nothing to repair */
 };
 
 struct nyx_repair_plan {
+	const struct nyx_capability *cap; /* the contract it ensures */
 	enum nyx_repair_action action;
 	const struct nyx_candidate *target; /* UPDATE: the route; ALIAS: the
 					     * auto-connected platform route */
-	int writable; /* writable candidates seen */
+	int writable; /* writable candidates seen (several: ambiguous) */
 	char *merged_scope; /* UPDATE: heap */
 };
 
 /*
  * Merge scopes: split on whitespace, drop empties, de-duplicate keeping
- * first-seen order, append proxy:* then sandbox:execute when missing,
- * join with single spaces.  A new heap string.
+ * first-seen order, append the capability's scopes (proxy:* then
+ * sandbox:execute for code_execute) when missing, join with single
+ * spaces.  A new heap string.
  */
-char *nyx_scope_merge(const char *existing);
+char *nyx_scope_merge(const struct nyx_capability *cap, const char *existing);
 
 /* Whether two scope strings hold the same set. */
 bool nyx_scope_set_equal(const char *a, const char *b);
 
-/* Plan from a classification (exact_id may be NULL). */
+/*
+ * Plan from a classification (exact_id may be NULL), for the capability it
+ * was classified for.  The patch holds only that contract's fields:
+ * codex_managed never names forward_access_token.
+ */
 void nyx_repair_plan(const struct nyx_resolution *res, const char *exact_id,
     struct nyx_repair_plan *plan);
 void nyx_repair_plan_free(struct nyx_repair_plan *plan);
@@ -56,15 +63,16 @@ jv nyx_repair_alias_body(const struct nyx_repair_plan *plan);
 /*
  * Verify an update: the same id joins and is execution-ready; id, slug,
  * catalog, source and auto_connected unchanged from `before`; the policy
- * equals the patch (scopes as sets); and the exact-id classification of
- * `after` admits it.
+ * equals the patch (scopes as sets), and a field outside the patch is
+ * unchanged; and the exact-id classification of `after` admits it.
  */
-bool nyx_repair_verify_update(const struct nyx_route *before,
-    const char *merged_scope, const struct nyx_inventory *after);
+bool nyx_repair_verify_update(
+    const struct nyx_repair_plan *plan, const struct nyx_inventory *after);
 
-/* Verify the alias: the id of exactly one compliant personal alias, or
- * NULL (borrowed from `after`). */
-const char *nyx_repair_verify_alias(const struct nyx_inventory *after);
+/* Verify the alias: the id of exactly one personal alias compliant with
+ * the plan's capability, or NULL (borrowed from `after`). */
+const char *nyx_repair_verify_alias(
+    const struct nyx_repair_plan *plan, const struct nyx_inventory *after);
 
 struct nyx_repair_outcome {
 	const char

@@ -276,8 +276,8 @@ nyx_nyxid_write(const struct nyx_nyxid *c, const char *method, const char *path,
 
 int
 nyx_nyxid_open(struct nyx_nyxid *c, const struct nyx_common *cm,
-    struct nyx_settings *s, struct nyx_cred *cred, char *why, size_t whysz,
-    struct nyx_err *err)
+    struct nyx_settings *s, const struct nyx_capability *cap,
+    struct nyx_cred *cred, char *why, size_t whysz, struct nyx_err *err)
 {
 	int rc;
 
@@ -293,6 +293,15 @@ nyx_nyxid_open(struct nyx_nyxid *c, const struct nyx_common *cm,
 		return 1;
 	}
 	nyx_cred_classify(s->token, cred);
+	if (cap == NULL)
+		cap = NYX_CAP_CODE_EXECUTE;
+	if (!cap->delegation_reads && cred->kind != NYX_CRED_USER) {
+		snprintf(why, whysz,
+		    "The configured credential (%s, from %s) cannot read NyxID "
+		    "inventory for %s; only a user access token may.",
+		    nyx_cred_kind_name(cred->kind), s->token_origin, cap->name);
+		return 1;
+	}
 	if (!nyx_cred_source_readable(cred)) {
 		snprintf(why, whysz,
 		    "The configured credential (%s, from %s) cannot read NyxID "
@@ -312,15 +321,16 @@ nyx_nyxid_open(struct nyx_nyxid *c, const struct nyx_common *cm,
 
 int
 nyx_nyxid_fetch(struct nyx_nyxid *c, const struct nyx_common *cm,
-    struct nyx_settings *s, struct nyx_inventory *inv, int64_t *observed_ms,
-    struct nyx_read_fail *fail, struct nyx_err *err)
+    struct nyx_settings *s, const struct nyx_capability *cap,
+    struct nyx_inventory *inv, int64_t *observed_ms, struct nyx_read_fail *fail,
+    struct nyx_err *err)
 {
 	struct nyx_cred cred;
 	int rc;
 
 	memset(fail, 0, sizeof(*fail));
 	rc = nyx_nyxid_open(
-	    c, cm, s, &cred, fail->message, sizeof(fail->message), err);
+	    c, cm, s, cap, &cred, fail->message, sizeof(fail->message), err);
 	if (rc < 0)
 		return -1;
 	if (rc == 1) {

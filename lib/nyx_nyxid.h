@@ -38,14 +38,17 @@ struct nyx_nyxid {
 /*
  * Ready c for the source-readable token (WIRE.md 1): require a base URL
  * (78), load the token by precedence, refuse a malformed one (77), and
- * classify it into *cred.  Returns 0 when c is ready (c->http is made when
- * it is NULL; the caller frees it), 1 when there is no token or it may not
- * read inventory (why holds the CODE_EXECUTION_SOURCE_CREDENTIAL_REQUIRED
- * message; no request was made), -1 with err.
+ * classify it into *cred.  Whether it may read inventory is the
+ * capability's rule (a user access token always; an account:read
+ * delegation only where the contract allows it).  Returns 0 when c is
+ * ready (c->http is made when it is NULL; the caller frees it), 1 when
+ * there is no token or it may not read inventory (why holds the
+ * CODE_EXECUTION_SOURCE_CREDENTIAL_REQUIRED message; no request was made),
+ * -1 with err.
  */
 int nyx_nyxid_open(struct nyx_nyxid *c, const struct nyx_common *cm,
-    struct nyx_settings *s, struct nyx_cred *cred, char *why, size_t whysz,
-    struct nyx_err *err);
+    struct nyx_settings *s, const struct nyx_capability *cap,
+    struct nyx_cred *cred, char *why, size_t whysz, struct nyx_err *err);
 
 int nyx_nyxid_read_inventory(const struct nyx_nyxid *c,
     struct nyx_inventory *inv, struct nyx_read_fail *fail);
@@ -58,8 +61,9 @@ int nyx_nyxid_read_inventory(const struct nyx_nyxid *c,
  * request made; or the read failed) with fail set; -1 with err.
  */
 int nyx_nyxid_fetch(struct nyx_nyxid *c, const struct nyx_common *cm,
-    struct nyx_settings *s, struct nyx_inventory *inv, int64_t *observed_ms,
-    struct nyx_read_fail *fail, struct nyx_err *err);
+    struct nyx_settings *s, const struct nyx_capability *cap,
+    struct nyx_inventory *inv, int64_t *observed_ms, struct nyx_read_fail *fail,
+    struct nyx_err *err);
 
 /*
  * Confirm a human token with GET /api/v1/users/me before any write.

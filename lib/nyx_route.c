@@ -12,6 +12,32 @@
 
 #define FRESH_MS (5 * 60 * 1000)
 
+/* The scopes of each row are listed sorted: messages print them so. */
+const struct nyx_capability nyx_capabilities[] = {
+    {"code_execute", "code-execution-capability.v1", "POST", "/execute", true,
+        {"proxy:*", "sandbox:execute", NULL}, "code execution", true},
+    {"codex_managed", "codex-managed-capability.v1", "POST", "/codex/execute",
+        false, {"proxy:*", NULL}, "managed Codex", false},
+    {NULL, NULL, NULL, NULL, false, {NULL}, NULL, false},
+};
+
+const struct nyx_capability *
+nyx_capability_find(const char *name)
+{
+	const struct nyx_capability *c;
+
+	for (c = nyx_capabilities; name != NULL && c->name != NULL; c++)
+		if (strcmp(c->name, name) == 0)
+			return c;
+	return NULL;
+}
+
+const char *
+nyx_capability_names(void)
+{
+	return "code_execute|codex_managed";
+}
+
 static const struct nyx_blocker blockers[] = {
     [NYX_ROUTE_MISSING] = {"CODE_EXECUTION_ROUTE_MISSING",
         "code_execution_route_missing", "register_service",
@@ -126,18 +152,42 @@ nyx_route_writable(const struct nyx_route *r, const struct nyx_key *k)
 }
 
 bool
-nyx_route_policy_ok(
-    const struct nyx_route *r, bool *miss_proxy, bool *miss_sandbox)
+nyx_route_policy_ok(const struct nyx_capability *cap, const struct nyx_route *r,
+    unsigned *missing)
 {
-	bool mp = !nyx_scope_has(r->delegation_token_scope, "proxy:*");
-	bool ms = !nyx_scope_has(r->delegation_token_scope, "sandbox:execute");
+	unsigned miss = 0, i;
 
-	if (miss_proxy)
-		*miss_proxy = mp;
-	if (miss_sandbox)
-		*miss_sandbox = ms;
-	return r->forward_access_token == 1 &&
-	    r->inject_delegation_token == 1 && !mp && !ms;
+	if (cap == NULL)
+		cap = NYX_CAP_CODE_EXECUTE;
+	for (i = 0; i < NYX_CAP_MAX_SCOPES && cap->scopes[i] != NULL; i++)
+		if (!nyx_scope_has(r->delegation_token_scope, cap->scopes[i]))
+			miss |= 1u << i;
+	if (missing)
+		*missing = miss;
+	return (!cap->forward_access_token || r->forward_access_token == 1) &&
+	    r->inject_delegation_token == 1 && miss == 0;
+}
+
+/* The capability's scopes of a mask (all of them for ~0u), ", "-joined. */
+void
+nyx_route_missing_str(
+    const struct nyx_capability *cap, unsigned missing, char *out, size_t n)
+{
+	size_t o = 0, i;
+
+	if (n == 0)
+		return;
+	out[0] = '\0';
+	for (i = 0; i < NYX_CAP_MAX_SCOPES && cap->scopes[i] != NULL; i++) {
+		int w;
+
+		if (!(missing & (1u << i)) || o >= n)
+			continue;
+		w = snprintf(
+		    out + o, n - o, "%s%s", o ? ", " : "", cap->scopes[i]);
+		if (w > 0)
+			o += (size_t)w;
+	}
 }
 
 static bool
@@ -173,64 +223,69 @@ field_values(const struct nyx_resolution *res, bool fwd, char *out, size_t n)
 		snprintf(out, n, "%s", absent ? "absent" : no ? "false" : "");
 }
 
+/* Only the capability's own fields, in the fixed order of WIRE.md 2.4. */
 static void
 mismatch_message(struct nyx_resolution *res)
 {
-	char fwd[32], inj[32], buf[1024];
-	bool mp = false, ms = false;
+	const struct nyx_capability *cap = res->cap;
+	char fwd[32], inj[32], miss[128], all[128], buf[1024];
+	unsigned missing = 0;
 	size_t i, o;
 
 	for (i = 0; i < res->ncands; i++)
-		if (res->cands[i].ready) {
-			mp |= res->cands[i].miss_proxy;
-			ms |= res->cands[i].miss_sandbox;
-		}
+		if (res->cands[i].ready)
+			missing |= res->cands[i].missing;
 	field_values(res, true, fwd, sizeof(fwd));
 	field_values(res, false, inj, sizeof(inj));
-	o = (size_t)snprintf(buf, sizeof(buf), "%s",
-	    "The canonical platform code execution route policy differs: ");
-	if (fwd[0] != '\0')
+	nyx_route_missing_str(cap, missing, miss, sizeof(miss));
+	nyx_route_missing_str(cap, ~0u, all, sizeof(all));
+	o = (size_t)snprintf(buf, sizeof(buf),
+	    "The canonical platform %s route policy differs: ",
+	    cap->policy_name);
+	if (cap->forward_access_token && fwd[0] != '\0')
 		o += (size_t)snprintf(buf + o, sizeof(buf) - o,
 		    "forward_access_token: %s -> true; ", fwd);
 	if (inj[0] != '\0')
 		o += (size_t)snprintf(buf + o, sizeof(buf) - o,
 		    "inject_delegation_token: %s -> true; ", inj);
-	if (mp || ms)
+	if (missing != 0)
 		o += (size_t)snprintf(buf + o, sizeof(buf) - o,
-		    "delegation_token_scope: missing [%s%s%s] -> contains "
-		    "[proxy:*, sandbox:execute]; ",
-		    mp ? "proxy:*" : "", mp && ms ? ", " : "",
-		    ms ? "sandbox:execute" : "");
-	if (o >= 2 && strcmp(buf + o - 2, "; ") == 0) {
+		    "delegation_token_scope: missing [%s] -> contains [%s]; ",
+		    miss, all);
+	if (o >= 2 && o < sizeof(buf) && strcmp(buf + o - 2, "; ") == 0) {
 		buf[o - 2] = '.';
 		buf[o - 1] = '\0';
 	} else {
-		snprintf(buf, sizeof(buf), "%s",
-		    "The canonical platform code execution route policy "
-		    "differs: forward_access_token must be true; "
+		snprintf(buf, sizeof(buf),
+		    "The canonical platform %s route policy differs: %s"
 		    "inject_delegation_token must be true; "
-		    "delegation_token_scope must contain proxy:* and "
-		    "sandbox:execute.");
+		    "delegation_token_scope must contain [%s].",
+		    cap->policy_name,
+		    cap->forward_access_token
+		        ? "forward_access_token must be true; "
+		        : "",
+		    all);
 	}
 	snprintf(res->message, sizeof(res->message), "%s", buf);
 }
 
-static const char *const fixed_messages[] = {
-    [NYX_ROUTE_ADMITTED] = "The platform code execution route is admitted.",
-    [NYX_ROUTE_MISSING] = "No canonical platform code execution route "
-                          "(chrono-sandbox) is visible to this caller.",
-    [NYX_ROUTE_ACCESS_DENIED] = "The canonical platform code execution "
-                                "route is not accessible to this caller.",
-    [NYX_ROUTE_INACTIVE] = "The canonical platform code execution route "
-                           "is inactive.",
-    [NYX_ROUTE_NOT_READY] = "The canonical platform code execution route "
-                            "has no ready credential or node.",
-    [NYX_ROUTE_AMBIGUOUS] = "More than one platform code execution route "
-                            "is eligible; keep exactly one.",
+/* Each message around the capability's policy name ("code execution"). */
+static const char *const fixed_messages[][2] = {
+    [NYX_ROUTE_ADMITTED] = {"The platform ", " route is admitted."},
+    [NYX_ROUTE_MISSING] = {"No canonical platform ",
+        " route (chrono-sandbox) is visible to this caller."},
+    [NYX_ROUTE_ACCESS_DENIED] = {"The canonical platform ",
+        " route is not accessible to this caller."},
+    [NYX_ROUTE_INACTIVE] = {"The canonical platform ", " route is inactive."},
+    [NYX_ROUTE_NOT_READY] = {"The canonical platform ",
+        " route has no ready credential or node."},
+    [NYX_ROUTE_AMBIGUOUS] = {"More than one platform ",
+        " route is eligible; keep exactly one."},
 };
 
 int
-nyx_route_classify(const struct nyx_inventory *inv, const char *exact_id,
+nyx_route_classify(const struct nyx_inventory *inv,
+    const struct nyx_capability *cap, const char *exact_id,
     struct nyx_resolution *res)
 {
 	const struct nyx_candidate *shared = NULL, *only = NULL;
@@ -238,6 +293,7 @@ nyx_route_classify(const struct nyx_inventory *inv, const char *exact_id,
 	int nshared = 0;
 
 	memset(res, 0, sizeof(*res));
+	res->cap = cap ? cap : NYX_CAP_CODE_EXECUTE;
 	/* the exact id is trimmed; blank means none */
 	if (exact_id != NULL) {
 		while (isspace((unsigned char)*exact_id))
@@ -287,7 +343,7 @@ nyx_route_classify(const struct nyx_inventory *inv, const char *exact_id,
 			nyx_route_execution_ready(r, k, &why);
 		c->ready = why == NULL;
 		c->writable = c->ready && nyx_route_writable(r, k);
-		if (!nyx_route_policy_ok(r, &c->miss_proxy, &c->miss_sandbox) &&
+		if (!nyx_route_policy_ok(res->cap, r, &c->missing) &&
 		    why == NULL)
 			why = "policy differs";
 		c->eligible = why == NULL;
@@ -347,8 +403,9 @@ nyx_route_classify(const struct nyx_inventory *inv, const char *exact_id,
 	if (res->verdict == NYX_ROUTE_POLICY_MISMATCH)
 		mismatch_message(res);
 	else
-		snprintf(res->message, sizeof(res->message), "%s",
-		    fixed_messages[res->verdict]);
+		snprintf(res->message, sizeof(res->message), "%s%s%s",
+		    fixed_messages[res->verdict][0], res->cap->policy_name,
+		    fixed_messages[res->verdict][1]);
 	return 0;
 }
 
@@ -362,19 +419,21 @@ nyx_resolution_free(struct nyx_resolution *res)
 }
 
 int
-nyx_route_contract_digest(const char *id, const char *slug, const char *catalog,
-    char out[NYX_SHA256_HEX])
+nyx_route_contract_digest(const struct nyx_capability *cap, const char *id,
+    const char *slug, const char *catalog, char out[NYX_SHA256_HEX])
 {
 	struct nyx_digest *d = nyx_digest_new();
 
 	if (d == NULL)
 		return -1;
-	nyx_digest_add(d, "code-execution-capability.v1");
+	if (cap == NULL)
+		cap = NYX_CAP_CODE_EXECUTE;
+	nyx_digest_add(d, cap->digest_label);
 	nyx_digest_add(d, id);
 	nyx_digest_add(d, slug);
 	nyx_digest_add(d, catalog);
-	nyx_digest_add(d, "POST");
-	nyx_digest_add(d, "/execute");
+	nyx_digest_add(d, cap->method);
+	nyx_digest_add(d, cap->path);
 	return nyx_digest_finish(d, out);
 }
 
@@ -460,14 +519,14 @@ blocker_obj(enum nyx_verdict v, const char *message, int http_status)
 }
 
 static jv
-observation(const struct nyx_candidate *c)
+observation(const struct nyx_capability *cap, const struct nyx_candidate *c)
 {
 	jv o = jv_object(), miss = jv_array();
+	size_t i;
 
-	if (c->miss_proxy)
-		miss = jv_array_append(miss, jv_string("proxy:*"));
-	if (c->miss_sandbox)
-		miss = jv_array_append(miss, jv_string("sandbox:execute"));
+	for (i = 0; i < NYX_CAP_MAX_SCOPES && cap->scopes[i] != NULL; i++)
+		if (c->missing & (1u << i))
+			miss = jv_array_append(miss, jv_string(cap->scopes[i]));
 	o = set(o, "user_service_id", jv_string(c->r->id));
 	o = set(o, "slug", jv_string(c->r->slug));
 	o = set(o, "forward_access_token",
@@ -482,13 +541,16 @@ observation(const struct nyx_candidate *c)
 }
 
 static jv
-header(const char *status, const char *base_url, const char *diag)
+header(const struct nyx_capability *cap, const char *status,
+    const char *base_url, const char *diag)
 {
 	jv rec = jv_object();
 
 	rec = set(rec, "v", jv_number(1));
 	rec = set(rec, "type", jv_string("route.admission"));
 	rec = set(rec, "status", jv_string(status));
+	rec = set(rec, "capability",
+	    jv_string((cap ? cap : NYX_CAP_CODE_EXECUTE)->name));
 	rec = set(rec, "diagnostic_id", jv_string(diag));
 	if (base_url != NULL)
 		rec = set(rec, "base_url", jv_string(base_url));
@@ -507,7 +569,7 @@ nyx_route_admission(const struct nyx_inventory *inv,
 	size_t i;
 
 	if (res->verdict != NYX_ROUTE_ADMITTED || s == NULL) {
-		rec = header("blocked", base_url, diag);
+		rec = header(res->cap, "blocked", base_url, diag);
 		rec = set(rec, "counts", nyx_route_counts(res));
 		rec = set(
 		    rec, "blocker", blocker_obj(res->verdict, res->message, 0));
@@ -515,18 +577,19 @@ nyx_route_admission(const struct nyx_inventory *inv,
 		if (res->verdict == NYX_ROUTE_POLICY_MISMATCH)
 			for (i = 0; i < res->ncands; i++)
 				if (res->cands[i].ready)
-					obsv = jv_array_append(
-					    obsv, observation(&res->cands[i]));
+					obsv = jv_array_append(obsv,
+					    observation(
+					        res->cap, &res->cands[i]));
 		rec = set(rec, "observations", obsv);
 		return set(
 		    rec, "exit", jv_number(nyx_route_exit(res->verdict)));
 	}
 	nyx_route_contract_digest(
-	    s->r->id, s->r->slug, s->r->catalog_service_id, cd);
+	    res->cap, s->r->id, s->r->slug, s->r->catalog_service_id, cd);
 	nyx_inventory_digest(inv, id);
 	nyx_time_format(observed_ms, obs);
 	nyx_time_format(observed_ms + FRESH_MS, fresh);
-	rec = header("admitted", base_url, diag);
+	rec = header(res->cap, "admitted", base_url, diag);
 	rec = set(rec, "counts", nyx_route_counts(res));
 	route = jv_object();
 	route = set(route, "user_service_id", jv_string(s->r->id));
@@ -556,11 +619,12 @@ nyx_route_admission(const struct nyx_inventory *inv,
 }
 
 jv
-nyx_route_blocked(enum nyx_verdict v, const char *message, int http_status,
-    int exit_code, const char *base_url, const char *diag)
+nyx_route_blocked(const struct nyx_capability *cap, enum nyx_verdict v,
+    const char *message, int http_status, int exit_code, const char *base_url,
+    const char *diag)
 {
 	struct nyx_resolution zero;
-	jv rec = header("blocked", base_url, diag);
+	jv rec = header(cap, "blocked", base_url, diag);
 
 	memset(&zero, 0, sizeof(zero));
 	rec = set(rec, "counts", nyx_route_counts(&zero));

@@ -56,6 +56,41 @@ count_path() { requests | jq -s --arg p "$1" 'map(select(.path==$p))|length'; }
 	jq_ok '.status=="failed" and .exit_code==1 and .error.code=="managed_execution_nonzero_exit"'
 }
 
+@test "managed_sandbox: admitted for codex_managed, not under code_execute's policy" {
+	# a route set up the managed-Codex way: proxy:* delegation, no
+	# forwarding, no sandbox:execute (PRODUCT 8, WIRE 2.4)
+	reset_world "$FIX/nyx-route-inspect/codex-managed.yaml"
+	run -0 --separate-stderr managed -P 'hello'
+	jq_ok '.type=="codex.result" and .status=="succeeded"'
+	[ "$(count_path /api/v1/proxy/s/chrono-sandbox/codex/execute)" = 1 ]
+	# code-exec on the same route is a code_execute policy mismatch
+	run -3 code-exec --sync -l bash -e 'echo x' </dev/null
+	jq_ok '.blocker.code=="CODE_EXECUTION_ROUTE_POLICY_MISMATCH" and .capability=="code_execute"'
+	# each consumer refuses the other capability's admission (65)
+	nyx-route-inspect --capability codex_managed >"$BATS_TEST_TMPDIR/codex.adm"
+	run -65 --separate-stderr code-exec --sync -l bash -e 'echo x' <"$BATS_TEST_TMPDIR/codex.adm"
+	jq_ok '.code=="admission_invalid" and (.message|contains("codex_managed"))'
+	reset_world "$FIX/codex-exec/routes.yaml"
+	nyx-route-inspect >"$BATS_TEST_TMPDIR/code.adm"
+	clear_requests
+	run -65 --separate-stderr managed -P x <"$BATS_TEST_TMPDIR/code.adm"
+	jq_ok '.code=="admission_invalid" and (.message|contains("rerun nyx-route-inspect --capability codex_managed"))'
+	[ "$(request_count)" -eq 0 ]
+	# its own admission is taken as is: no inventory read
+	nyx-route-inspect --capability codex_managed >"$BATS_TEST_TMPDIR/codex.adm"
+	clear_requests
+	run -0 managed -P x <"$BATS_TEST_TMPDIR/codex.adm"
+	[ "$(requests | jq -s 'map(select(.path|startswith("/api/v1/user-services")))|length')" = 0 ]
+	[ "$(count_path "$CX")" = 1 ]
+}
+
+@test "managed_sandbox: the inventory is read with a user token only" {
+	run -77 --separate-stderr managed --token-file "$(token_file "$ALICE_DELEG_READ")" \
+		--exec-token-file "$ALICE_TOK" -P x </dev/null
+	jq_ok '.blocker.code=="CODE_EXECUTION_SOURCE_CREDENTIAL_REQUIRED" and .capability=="codex_managed"'
+	[ "$(request_count)" -eq 0 ]
+}
+
 @test "managed_sandbox: the CODEX_* table, never retried; capacity only with 429" {
 	# WIRE 4.4 for Codex: ran out of time 1, did not start 75, may have
 	# run 4 (codex_outcome_uncertain with the specific code as the cause)

@@ -98,15 +98,44 @@ writes() {
 	run -0 nyx-route-inspect --base-url "$NYX_TEST_BASE" --token-file "$(token_file "$BOB")"
 }
 
-@test "two writable candidates: nothing written; an exact id repairs one" {
+@test "two writable candidates: AMBIGUOUS, nothing written; an exact id repairs one" {
 	reset_world "$C/two-writable.yaml"
 	run -3 converge "$ALICE" --apply
-	jq_ok '.convergence.outcome=="not_writable" and .blocker.code=="CODE_EXECUTION_ROUTE_POLICY_MISMATCH"'
+	# WIRE 3: several candidates are ambiguous, not a mismatch
+	jq_ok '.convergence.outcome=="not_applicable" and .convergence.attempted==false and .blocker.code=="CODE_EXECUTION_ROUTE_AMBIGUOUS"'
+	jq_ok '.blocker.message|test("--user-service-id")'
+	[ "$(writes)" -eq 0 ]
+	run -3 converge "$ALICE"
+	jq_ok '.blocker.code=="CODE_EXECUTION_ROUTE_AMBIGUOUS"'
 	[ "$(writes)" -eq 0 ]
 	run -0 converge "$ALICE" --apply --user-service-id us-b
 	jq_ok '.route.user_service_id=="us-b" and .convergence.outcome=="converged"'
 	run -0 requests
 	printf '%s\n' "$output" | jq -s -e 'map(select(.method=="PUT"))|length==1 and .[0].path=="/api/v1/user-services/us-b"'
+}
+
+@test "--capability codex_managed: inject and proxy:* only, never forward_access_token" {
+	reset_world "$C/codex-drift.yaml"
+	run -1 --separate-stderr converge "$ALICE" --capability codex_managed
+	jq_ok '.capability=="codex_managed" and .convergence.outcome=="planned"'
+	jq_ok '.convergence.patch=={"inject_delegation_token":true,"delegation_token_scope":"llm:proxy proxy:*"}'
+	[ "$(writes)" -eq 0 ]
+	run -0 converge "$ALICE" --capability codex_managed --apply
+	jq_ok '.status=="admitted" and .capability=="codex_managed" and .convergence.outcome=="converged" and .convergence.verified==true'
+	run -0 requests
+	printf '%s\n' "$output" | jq -s -e 'map(select(.method=="PUT"))|length==1 and .[0].body=={"inject_delegation_token":true,"delegation_token_scope":"llm:proxy proxy:*"}'
+	# forward_access_token is what it was: code_execute still drifts
+	run -3 nyx-route-inspect --base-url "$NYX_TEST_BASE" --token-file "$(token_file "$ALICE")"
+	jq_ok '.blocker.message|test("forward_access_token: false -> true")'
+	# an admitted codex_managed record on stdin keeps its capability
+	nyx-route-inspect --base-url "$NYX_TEST_BASE" --token-file "$(token_file "$ALICE")" \
+		--capability codex_managed >"$BATS_TEST_TMPDIR/adm"
+	run -0 nyx-route-converge --base-url "$NYX_TEST_BASE" --token-file "$(token_file "$ALICE")" \
+		--recheck <"$BATS_TEST_TMPDIR/adm"
+	jq_ok '.capability=="codex_managed" and .convergence.outcome=="unchanged"'
+	run -65 --separate-stderr nyx-route-converge --base-url "$NYX_TEST_BASE" \
+		--token-file "$(token_file "$ALICE")" --capability code_execute <"$BATS_TEST_TMPDIR/adm"
+	jq_ok '.code=="admission_invalid"'
 }
 
 @test "an auto-connected route is never PUT: the personal alias is created" {

@@ -177,7 +177,7 @@ inspect() {
 	[[ $stderr == *"counts: canonical=2 accessible=2 active=2 eligible=0"* ]]
 }
 
-@test "--check: PASS exits 0, drift exits 1, any other blocker 3" {
+@test "--check: PASS 0, DRIFT 1, BLOCKED 3, ERROR for a failed read" {
 	reset_world "$R/compliant.yaml"
 	run -0 --separate-stderr inspect "$ALICE" --check
 	[[ $stderr == "nyx-route-inspect: PASS: "* ]]
@@ -193,7 +193,57 @@ inspect() {
 	[[ $stderr == *"DRIFT: "* ]]
 	reset_world "$R/inactive.yaml"
 	run -3 --separate-stderr inspect "$ALICE" --check
-	[[ $stderr == *"DRIFT: CODE_EXECUTION_ROUTE_INACTIVE"* ]]
+	[[ $stderr == "nyx-route-inspect: BLOCKED CODE_EXECUTION_ROUTE_INACTIVE: "* ]]
+	# an outage or a refused token is an ERROR, never drift
+	printf 'faults:\n  - {path: /api/v1/keys, status: 503, body: "{}"}\n' | put_faults
+	run -75 --separate-stderr inspect "$ALICE" --check
+	[[ $stderr == "nyx-route-inspect: ERROR CODE_EXECUTION_ROUTE_SOURCE_UNAVAILABLE: "* ]]
+	run -77 --separate-stderr inspect "$SERVICE_ACCOUNT" --check
+	[[ $stderr == "nyx-route-inspect: ERROR CODE_EXECUTION_SOURCE_CREDENTIAL_REQUIRED: "* ]]
+}
+
+# ---- typed route contracts per capability (PRODUCT 4, WIRE 2.4) ----
+
+@test "--capability codex_managed: its own contract, digest and record field" {
+	reset_world "$R/codex-managed.yaml"
+	run -0 --separate-stderr inspect "$ALICE" --capability codex_managed
+	jq_ok '.status=="admitted" and .capability=="codex_managed" and .route.user_service_id=="us-1"'
+	want=$(python3 "$BATS_TEST_DIRNAME/helpers/lpdigest.py" \
+		codex-managed-capability.v1 us-1 chrono-sandbox cat-sandbox POST /codex/execute)
+	jq_ok ".route.contract_digest==\"$want\" and .proof.contract_digest==\"$want\""
+	# the same route fails code_execute's contract, by its own fields
+	run -3 --separate-stderr inspect "$ALICE"
+	jq_ok '.capability=="code_execute" and .blocker.code=="CODE_EXECUTION_ROUTE_POLICY_MISMATCH"'
+	jq_ok '.blocker.message=="The canonical platform code execution route policy differs: forward_access_token: false -> true; delegation_token_scope: missing [sandbox:execute] -> contains [proxy:*, sandbox:execute]."'
+}
+
+@test "--capability codex_managed: a mismatch names only its own fields" {
+	reset_world "$FIX/nyx-route-converge/codex-drift.yaml"
+	run -3 --separate-stderr inspect "$ALICE" --capability codex_managed --table
+	jq_ok '.capability=="codex_managed" and .blocker.code=="CODE_EXECUTION_ROUTE_POLICY_MISMATCH"'
+	jq_ok '.blocker.message=="The canonical platform managed Codex route policy differs: inject_delegation_token: false -> true; delegation_token_scope: missing [proxy:*] -> contains [proxy:*]."'
+	jq_ok '.observations[0].missing_scopes==["proxy:*"]'
+	[[ $stderr != *"forward_access_token: false -> true"* ]]
+	[[ $stderr == *"delegation_token_scope: missing [proxy:*]"* ]]
+	# a code_execute-compliant route satisfies codex_managed too
+	reset_world "$R/compliant.yaml"
+	run -0 inspect "$ALICE" --capability codex_managed
+}
+
+@test "--capability codex_managed reads inventory with a user token only" {
+	reset_world "$R/codex-managed.yaml"
+	run -77 --separate-stderr inspect "$ALICE_DELEG_READ" --capability codex_managed
+	jq_ok '.capability=="codex_managed" and .blocker.code=="CODE_EXECUTION_SOURCE_CREDENTIAL_REQUIRED"'
+	[[ $stderr == *"for codex_managed; only a user access token may"* ]]
+	[ "$(request_count)" -eq 0 ]
+	# the account:read delegation rule belongs to code_execute
+	run -3 inspect "$ALICE_DELEG_READ"
+	jq_ok '.blocker.code=="CODE_EXECUTION_ROUTE_POLICY_MISMATCH"'
+}
+
+@test "--capability: an unknown one is a usage error" {
+	run -64 --separate-stderr inspect "$ALICE" --capability codex
+	[[ $stderr == *"--capability must be code_execute|codex_managed, not 'codex'"* ]]
 }
 
 # ---- inventory read failures (fault plans) ----

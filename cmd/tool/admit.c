@@ -26,8 +26,8 @@ nyx_pin_free(struct nyx_pin *r)
  * usable, 0 when it is stale (re-resolve with its id), -1 with err.
  */
 static int
-take_admission(jv rec, const struct nyx_settings *s, struct nyx_pin *rt,
-    struct nyx_err *err)
+take_admission(jv rec, const struct nyx_settings *s,
+    const struct nyx_capability *cap, struct nyx_pin *rt, struct nyx_err *err)
 {
 	jv route = nyx_json_get(rec, "route"),
 	   proof = nyx_json_get(rec, "proof");
@@ -39,7 +39,7 @@ take_admission(jv rec, const struct nyx_settings *s, struct nyx_pin *rt,
 	const char *fresh = nyx_json_peek_str(proof, "fresh_until");
 	const char *schema = nyx_json_peek_str(proof, "schema");
 	const char *pdigest = nyx_json_peek_str(proof, "contract_digest");
-	const char *cap = nyx_json_peek_str(rec, "capability");
+	const char *rcap = nyx_json_peek_str(rec, "capability");
 	char want[NYX_SHA256_HEX];
 	int64_t until;
 	int rc = -1;
@@ -53,17 +53,26 @@ take_admission(jv rec, const struct nyx_settings *s, struct nyx_pin *rt,
 		goto out;
 	}
 	/* a proof is trusted only as this version makes it: its schema,
-	 * its capability, and a digest that recomputes from its own route */
+	 * its capability (a record from before capabilities is a
+	 * code_execute one), and a digest that recomputes from its own
+	 * route under that capability's label */
 	if (schema == NULL ||
-	    strcmp(schema, "external-capability-admission.v6") != 0 ||
-	    (nyx_json_has(rec, "capability") &&
-	        (cap == NULL || strcmp(cap, "code_execute") != 0))) {
+	    strcmp(schema, "external-capability-admission.v6") != 0) {
 		nyx_err_set(err, NYX_EXIT_DATAERR, "admission_invalid",
-		    "the route.admission on stdin has another proof schema or "
-		    "capability; rerun nyx-route-inspect");
+		    "the route.admission on stdin has another proof schema; "
+		    "rerun nyx-route-inspect");
 		goto out;
 	}
-	if (nyx_route_contract_digest(id, slug, cat, want) < 0 ||
+	if (nyx_json_has(rec, "capability")
+	        ? rcap == NULL || strcmp(rcap, cap->name) != 0
+	        : cap != NYX_CAP_CODE_EXECUTE) {
+		nyx_err_set(err, NYX_EXIT_DATAERR, "admission_invalid",
+		    "the route.admission on stdin was made for capability "
+		    "'%s', not %s; rerun nyx-route-inspect --capability %s",
+		    rcap ? rcap : "code_execute", cap->name, cap->name);
+		goto out;
+	}
+	if (nyx_route_contract_digest(cap, id, slug, cat, want) < 0 ||
 	    strcmp(want, digest) != 0 || pdigest == NULL ||
 	    strcmp(want, pdigest) != 0) {
 		nyx_err_set(err, NYX_EXIT_DATAERR, "admission_invalid",
@@ -95,8 +104,8 @@ out:
 /* Resolve the route read-only, as nyx-route-inspect does. */
 static int
 resolve(const struct nyx_common *cm, struct nyx_settings *s,
-    struct nyx_http *http, const char *exact, struct nyx_pin *rt,
-    struct nyx_err *err)
+    struct nyx_http *http, const struct nyx_capability *cap, const char *exact,
+    struct nyx_pin *rt, struct nyx_err *err)
 {
 	struct nyx_inventory inv = NYX_INVENTORY_ZERO;
 	struct nyx_resolution res;
@@ -108,18 +117,18 @@ resolve(const struct nyx_common *cm, struct nyx_settings *s,
 	memset(&res, 0, sizeof(res));
 	memset(&client, 0, sizeof(client));
 	client.http = http;
-	rc = nyx_nyxid_fetch(&client, cm, s, &inv, &observed, &fail, err);
+	rc = nyx_nyxid_fetch(&client, cm, s, cap, &inv, &observed, &fail, err);
 	if (rc < 0)
 		goto out;
 	if (rc == 1) {
 		code = nyx_cli_emit_blocked(
-		    nyx_route_blocked(fail.verdict, fail.message,
+		    nyx_route_blocked(cap, fail.verdict, fail.message,
 		        fail.http_status, fail.exit, s->base_url,
 		        nyx_cli_diag()),
 		    fail.exit);
 		goto out;
 	}
-	if (nyx_route_classify(&inv, exact, &res) < 0) {
+	if (nyx_route_classify(&inv, cap, exact, &res) < 0) {
 		nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
 		goto out;
 	}
@@ -141,8 +150,8 @@ out:
 
 int
 nyx_admit_route(const struct nyx_common *cm, struct nyx_settings *s,
-    struct nyx_http *http, const char *cred_code, struct nyx_pin *rt,
-    struct nyx_err *err)
+    struct nyx_http *http, const struct nyx_capability *cap,
+    const char *cred_code, struct nyx_pin *rt, struct nyx_err *err)
 {
 	jv rec = jv_invalid();
 	int code, got, fresh = 1;
@@ -158,7 +167,7 @@ nyx_admit_route(const struct nyx_common *cm, struct nyx_settings *s,
 	if (got == NYX_UPSTREAM_BLOCKED)
 		return nyx_cli_pass_through(rec, NYX_EXIT_BLOCKED);
 	if (got == NYX_UPSTREAM_ADMITTED) {
-		fresh = take_admission(rec, s, rt, err);
+		fresh = take_admission(rec, s, cap, rt, err);
 		jv_free(rec);
 		if (fresh < 0)
 			return -1;
@@ -168,7 +177,7 @@ nyx_admit_route(const struct nyx_common *cm, struct nyx_settings *s,
 		char *exact = rt->id ? strdup(rt->id) : NULL;
 
 		nyx_pin_free(rt);
-		code = resolve(cm, s, http, exact, rt, err);
+		code = resolve(cm, s, http, cap, exact, rt, err);
 		free(exact);
 		if (code != 0)
 			return code;

@@ -13,6 +13,7 @@
 #include "nyx_config.h"
 #include "nyx_err.h"
 #include "nyx_http.h"
+#include "nyx_route.h"
 
 /* The pinned route: exact UserService id and slug (heap strings). */
 struct nyx_pin {
@@ -23,12 +24,15 @@ struct nyx_pin {
 void nyx_pin_free(struct nyx_pin *p);
 
 /*
- * Pin the route and load the execution credential (cred_code names the
- * error when there is none).  Returns 0 when pinned, the exit code when a
- * record was printed instead (blocked, passed through), -1 with err.
+ * Pin the route for a capability (code-exec: code_execute; managed Codex:
+ * codex_managed) and load the execution credential (cred_code names the
+ * error when there is none).  An admission on stdin made for another
+ * capability is refused (65 admission_invalid).  Returns 0 when pinned,
+ * the exit code when a record was printed instead (blocked, passed
+ * through), -1 with err.
  */
 int nyx_admit_route(const struct nyx_common *cm, struct nyx_settings *s,
-    struct nyx_http *http, const char *cred_code, struct nyx_pin *rt,
-    struct nyx_err *err);
+    struct nyx_http *http, const struct nyx_capability *cap,
+    const char *cred_code, struct nyx_pin *rt, struct nyx_err *err);
 
 #endif

@@ -230,6 +230,17 @@ nyx_cli_parse(int argc, char **argv, const struct nyx_cli_spec *spec, void *ctx,
 	return optind;
 }
 
+const struct nyx_capability *
+nyx_cli_capability(const char *arg)
+{
+	const struct nyx_capability *cap = nyx_capability_find(arg);
+
+	if (cap == NULL)
+		nyx_cli_usage("--capability must be %s, not '%s'",
+		    nyx_capability_names(), arg);
+	return cap;
+}
+
 int
 nyx_cli_emit(jv rec)
 {

@@ -18,6 +18,7 @@
 #include <jv.h>
 
 #include "nyx_config.h"
+#include "nyx_route.h"
 #include "nyx_err.h"
 
 /* Which common flag groups a program accepts. */
@@ -59,6 +60,9 @@ int nyx_cli_parse(int argc, char **argv, const struct nyx_cli_spec *spec,
 /* Print "PROG: usage: msg" and "Try 'PROG --help'", exit 64. */
 _Noreturn void nyx_cli_usage(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));
+
+/* The capability named by a --capability argument; 64 when unknown. */
+const struct nyx_capability *nyx_cli_capability(const char *arg);
 
 /* Emit one record on stdout (consumes it); -1 after a write error. */
 int nyx_cli_emit(jv rec);

@@ -3,16 +3,50 @@
 #include <string.h>
 
 #include "nyx_converge.h"
+#include "nyx_json.h"
 #include "nyx_test.h"
+
+static void
+merge_for(const struct nyx_capability *cap, const char *in, const char *want)
+{
+	char *got = nyx_scope_merge(cap, in), name[200];
+
+	snprintf(name, sizeof(name), "merge %s \"%s\"", cap ? cap->name : "",
+	    in ? in : "(null)");
+	CHECK_STR(got, want, name);
+	free(got);
+}
 
 static void
 merge(const char *in, const char *want)
 {
-	char *got = nyx_scope_merge(in), name[200];
+	merge_for(NYX_CAP_CODE_EXECUTE, in, want);
+}
 
-	snprintf(name, sizeof(name), "merge \"%s\"", in ? in : "(null)");
-	CHECK_STR(got, want, name);
-	free(got);
+/* codex_managed's patch never names forward_access_token */
+static void
+codex_managed_plan(void)
+{
+	struct nyx_repair_plan plan;
+	char *body;
+	jv p;
+
+	memset(&plan, 0, sizeof(plan));
+	plan.cap = NYX_CAP_CODEX_MANAGED;
+	plan.action = NYX_REPAIR_UPDATE;
+	plan.merged_scope = nyx_scope_merge(plan.cap, "llm:proxy");
+	p = nyx_repair_patch(&plan);
+	body = nyx_json_dump(p);
+	CHECK_STR(body,
+	    "{\"delegation_token_scope\":\"llm:proxy proxy:*\","
+	    "\"inject_delegation_token\":true}",
+	    "codex_managed patch: inject and proxy:* only");
+	free(body);
+	p = nyx_repair_alias_body(&plan);
+	CHECK(!nyx_json_has(p, "forward_access_token"),
+	    "codex_managed alias body: no forward_access_token");
+	jv_free(p);
+	nyx_repair_plan_free(&plan);
 }
 
 static void
@@ -42,6 +76,10 @@ main(void)
 	merge("llm:proxy", "llm:proxy proxy:* sandbox:execute");
 	merge("sandbox:execute llm:proxy", "sandbox:execute llm:proxy proxy:*");
 	merge("\tproxy:*\n", "proxy:* sandbox:execute");
+	merge_for(NYX_CAP_CODEX_MANAGED, "llm:proxy", "llm:proxy proxy:*");
+	merge_for(NYX_CAP_CODEX_MANAGED, " proxy:* proxy:* ", "proxy:*");
+	merge_for(NYX_CAP_CODEX_MANAGED, NULL, "proxy:*");
+	codex_managed_plan();
 
 	CHECK(nyx_scope_set_equal("a b c", "c  a b"), "sets ignore order");
 	CHECK(nyx_scope_set_equal("a a b", "b a"), "sets ignore repeats");

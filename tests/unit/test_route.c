@@ -52,37 +52,118 @@ verdict(const char *services, const char *keys, const char *exact,
     struct nyx_resolution *res, struct nyx_inventory *inv)
 {
 	*inv = inv_of(services, keys);
-	nyx_route_classify(inv, exact, res);
+	nyx_route_classify(inv, NULL, exact, res);
 	return res->verdict;
 }
 
 static void
 test_policy(void)
 {
+	const struct nyx_capability *ce = NYX_CAP_CODE_EXECUTE;
+	const struct nyx_capability *cm = NYX_CAP_CODEX_MANAGED;
 	struct nyx_route r;
-	bool mp, ms;
+	unsigned miss;
+	char s[128];
 
 	memset(&r, 0, sizeof(r));
 	r.forward_access_token = 1;
 	r.inject_delegation_token = 1;
 	r.delegation_token_scope = (char *)"sandbox:execute   proxy:*";
-	CHECK(nyx_route_policy_ok(&r, &mp, &ms), "scope order is free");
+	CHECK(nyx_route_policy_ok(ce, &r, &miss), "scope order is free");
 	r.delegation_token_scope =
 	    (char *)"llm:proxy proxy:* sandbox:execute account:read";
-	CHECK(nyx_route_policy_ok(&r, &mp, &ms), "extra scopes are fine");
+	CHECK(nyx_route_policy_ok(ce, &r, &miss), "extra scopes are fine");
 	r.delegation_token_scope = (char *)"proxy:*sandbox:execute";
-	CHECK(!nyx_route_policy_ok(&r, &mp, &ms) && mp && ms,
+	CHECK(!nyx_route_policy_ok(ce, &r, &miss) && miss == 3u,
 	    "scopes are whitespace-split, not substrings");
+	nyx_route_missing_str(ce, miss, s, sizeof(s));
+	CHECK_STR(s, "proxy:*, sandbox:execute", "missing scopes, sorted");
 	r.delegation_token_scope = (char *)"proxy:* sandbox:execute";
 	r.forward_access_token = NYX_ABSENT;
-	CHECK(!nyx_route_policy_ok(&r, NULL, NULL), "absent counts as false");
+	CHECK(!nyx_route_policy_ok(ce, &r, NULL), "absent counts as false");
 	r.forward_access_token = 1;
 	r.inject_delegation_token = 0;
-	CHECK(!nyx_route_policy_ok(&r, NULL, NULL), "inject must be true");
+	CHECK(!nyx_route_policy_ok(ce, &r, NULL), "inject must be true");
 	r.inject_delegation_token = 1;
 	r.delegation_token_scope = NULL;
-	CHECK(!nyx_route_policy_ok(&r, &mp, &ms) && mp && ms,
+	CHECK(!nyx_route_policy_ok(ce, &r, &miss) && miss == 3u,
 	    "absent scope misses both");
+
+	/* codex_managed: its own contract, not a copy of code_execute's */
+	r.forward_access_token = 0;
+	r.inject_delegation_token = 1;
+	r.delegation_token_scope = (char *)"llm:proxy proxy:*";
+	CHECK(nyx_route_policy_ok(cm, &r, &miss) && miss == 0,
+	    "codex_managed needs neither forward_access_token nor "
+	    "sandbox:execute");
+	CHECK(!nyx_route_policy_ok(ce, &r, &miss) && miss == 2u,
+	    "the same route misses code_execute's sandbox:execute");
+	r.forward_access_token = NYX_ABSENT;
+	CHECK(nyx_route_policy_ok(cm, &r, NULL),
+	    "codex_managed: forward_access_token absent is fine");
+	r.inject_delegation_token = NYX_ABSENT;
+	CHECK(!nyx_route_policy_ok(cm, &r, NULL),
+	    "codex_managed: inject_delegation_token is required");
+	r.inject_delegation_token = 1;
+	r.delegation_token_scope = (char *)"sandbox:execute";
+	CHECK(!nyx_route_policy_ok(cm, &r, &miss) && miss == 1u,
+	    "codex_managed: proxy:* is required");
+	CHECK(nyx_capability_find("codex_managed") == cm &&
+	        nyx_capability_find("code_execute") == ce &&
+	        nyx_capability_find("codex") == NULL &&
+	        nyx_capability_find(NULL) == NULL,
+	    "the capability table by name");
+}
+
+static void
+test_codex_managed_classify(void)
+{
+	struct nyx_resolution res;
+	struct nyx_inventory inv;
+	const char *codex_policy =
+	    ",\"forward_access_token\":false,\"inject_delegation_token\":true,"
+	    "\"delegation_token_scope\":\"llm:proxy proxy:*\"";
+	char *s1 =
+	    fmt(route_tpl, "us-1", "chrono-sandbox", personal, codex_policy);
+	char *k1 = fmt(key_tpl, "us-1", "chrono-sandbox", personal, "");
+	char services[9000], keys[9000];
+
+	snprintf(services, sizeof(services), "{\"services\":[%s]}", s1);
+	snprintf(keys, sizeof(keys), "{\"keys\":[%s]}", k1);
+	inv = inv_of(services, keys);
+	nyx_route_classify(&inv, NYX_CAP_CODEX_MANAGED, NULL, &res);
+	CHECK(res.verdict == NYX_ROUTE_ADMITTED && res.eligible == 1 &&
+	        res.cap == NYX_CAP_CODEX_MANAGED,
+	    "a managed-Codex route is admitted for codex_managed");
+	nyx_resolution_free(&res);
+	nyx_route_classify(&inv, NYX_CAP_CODE_EXECUTE, NULL, &res);
+	CHECK(res.verdict == NYX_ROUTE_POLICY_MISMATCH,
+	    "the same route is a mismatch for code_execute");
+	CHECK_STR(res.message,
+	    "The canonical platform code execution route policy differs: "
+	    "forward_access_token: false -> true; delegation_token_scope: "
+	    "missing [sandbox:execute] -> contains [proxy:*, "
+	    "sandbox:execute].",
+	    "code_execute mismatch message");
+	nyx_resolution_free(&res);
+	nyx_inventory_free(&inv);
+	free(s1);
+
+	s1 = fmt(route_tpl, "us-1", "chrono-sandbox", personal,
+	    ",\"inject_delegation_token\":false,"
+	    "\"delegation_token_scope\":\"llm:proxy\"");
+	snprintf(services, sizeof(services), "{\"services\":[%s]}", s1);
+	inv = inv_of(services, keys);
+	nyx_route_classify(&inv, NYX_CAP_CODEX_MANAGED, NULL, &res);
+	CHECK_STR(res.message,
+	    "The canonical platform managed Codex route policy differs: "
+	    "inject_delegation_token: false -> true; delegation_token_scope: "
+	    "missing [proxy:*] -> contains [proxy:*].",
+	    "codex_managed mismatch names only its own fields");
+	nyx_resolution_free(&res);
+	nyx_inventory_free(&inv);
+	free(s1);
+	free(k1);
 }
 
 static void
@@ -201,11 +282,16 @@ test_digest(void)
 	char out[NYX_SHA256_HEX];
 
 	/* computed independently (tests/helpers/lpdigest.py) */
-	nyx_route_contract_digest("us-1", "chrono-sandbox", "cat-1", out);
+	nyx_route_contract_digest(NULL, "us-1", "chrono-sandbox", "cat-1", out);
 	CHECK_STR(out,
 	    "863e3c36ed1ec390bbd2915394390e344658b39b7b53be2b1aaebccdfb7b1348",
 	    "contract digest known vector");
-	nyx_route_contract_digest("us-1", "chrono-sandbox", NULL, out);
+	nyx_route_contract_digest(
+	    NYX_CAP_CODEX_MANAGED, "us-1", "chrono-sandbox", "cat-1", out);
+	CHECK_STR(out,
+	    "c4f6d0d45e2787c364311ddcfd437d9d18d0293ced554a0ffb8db0993c1eb152",
+	    "codex-managed-capability.v1 /codex/execute known vector");
+	nyx_route_contract_digest(NULL, "us-1", "chrono-sandbox", NULL, out);
 	CHECK(strcmp(out,
 	          "863e3c36ed1ec390bbd2915394390e344658b39b7b53be2b1"
 	          "aaebccdfb7b1348") != 0,
@@ -248,6 +334,7 @@ main(void)
 {
 	test_policy();
 	test_classify();
+	test_codex_managed_classify();
 	test_ready_writable();
 	test_digest();
 	test_blockers();
