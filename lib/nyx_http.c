@@ -10,6 +10,7 @@
 #include <curl/curl.h>
 
 #include "nyx_hash.h"
+#include "nyx_json.h"
 #include "nyx_log.h"
 #include "nyx_version.h"
 
@@ -26,6 +27,7 @@ struct xfer {
 	size_t received;
 	bool too_large;
 	jv_parser *parser; /* with parse_json, until the document is done */
+	struct nyx_json_strict *strict; /* beside it: WIRE.md 1 */
 	int ndocs;
 	bool bad_json;
 	struct curl_slist *hdrs;
@@ -104,6 +106,15 @@ feed(struct xfer *x, const char *p, size_t n, bool partial)
 
 	if (x->parser == NULL || x->bad_json)
 		return;
+	if ((n > 0 && nyx_json_strict_feed(x->strict, p, n) < 0) ||
+	    (!partial && nyx_json_strict_end(x->strict) < 0)) {
+		nyx_log(NYX_LOG_DEBUG, "the answer is not strict JSON: %s",
+		    nyx_json_strict_why(x->strict));
+		x->bad_json = true;
+		jv_parser_free(x->parser);
+		x->parser = NULL;
+		return;
+	}
 	jv_parser_set_buf(x->parser, p, (int)n, partial);
 	for (;;) {
 		v = jv_parser_next(x->parser);
@@ -265,7 +276,8 @@ setup(CURL *c, const struct nyx_http_req *req, struct nyx_http_resp *resp,
 	resp->json = jv_invalid();
 	if (req->parse_json) {
 		x->parser = jv_parser_new(0);
-		if (x->parser == NULL)
+		x->strict = nyx_json_strict_new();
+		if (x->parser == NULL || x->strict == NULL)
 			return -1;
 	}
 
@@ -413,6 +425,8 @@ finish(CURL *c, CURLcode rc, struct xfer *x, struct nyx_http *h)
 		jv_parser_free(x->parser);
 		x->parser = NULL;
 	}
+	nyx_json_strict_free(x->strict);
+	x->strict = NULL;
 	if (x->req->parse_json && (x->bad_json || x->ndocs != 1)) {
 		jv_free(r->json);
 		r->json = jv_invalid();
@@ -443,6 +457,7 @@ nyx_http_do(struct nyx_http *h, const struct nyx_http_req *req,
 		wipe_slist(x.hdrs);
 		if (x.parser != NULL)
 			jv_parser_free(x.parser);
+		nyx_json_strict_free(x.strict);
 		resp->fail = NYX_HTTP_TRANSPORT;
 		snprintf(resp->errmsg, sizeof(resp->errmsg), "out of memory");
 		return -1;
@@ -540,6 +555,7 @@ out:
 			wipe_slist(slots[i].x.hdrs);
 			if (slots[i].x.parser != NULL)
 				jv_parser_free(slots[i].x.parser);
+			nyx_json_strict_free(slots[i].x.strict);
 		}
 		curl_easy_cleanup(slots[i].c);
 	}

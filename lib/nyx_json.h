@@ -41,6 +41,26 @@ char *nyx_json_dump(jv v);
  */
 jv nyx_json_parse(const char *buf, size_t len);
 
+/*
+ * Strict JSON (WIRE.md 1), what libjq lets through: a duplicate key in an
+ * object (libjq keeps the last), a string holding U+0000 (escaped or raw),
+ * invalid UTF-8 (libjq substitutes U+FFFD) and nesting deeper than
+ * NYX_JSON_MAX_DEPTH.  A push checker fed the same bytes as the parser, in
+ * any chunks, over one document or a stream of them; libjq still decides
+ * everything else.  nyx_json_parse, the reader and nyx_http apply it.
+ */
+#define NYX_JSON_MAX_DEPTH 256
+
+struct nyx_json_strict;
+
+struct nyx_json_strict *nyx_json_strict_new(void);
+void nyx_json_strict_free(struct nyx_json_strict *c);
+/* Feed bytes; 0, or -1 once anything was refused (then the reason). */
+int nyx_json_strict_feed(struct nyx_json_strict *c, const char *p, size_t n);
+/* At the end of input: -1 when a UTF-8 sequence was cut. */
+int nyx_json_strict_end(struct nyx_json_strict *c);
+const char *nyx_json_strict_why(const struct nyx_json_strict *c);
+
 /* Streaming reader over a file descriptor. */
 struct nyx_json_reader;
 

@@ -364,6 +364,45 @@ EOF2
 	[[ $(last_line | jq -r .blocker.message) == *"user-services answered with a body that is not JSON"* ]]
 }
 
+@test "strict JSON: a duplicate key, U+0000, depth > 256 in an answer are malformed (76)" {
+	# a duplicate is_active must not flip a verdict (last one wins in libjq)
+	malformed <<'EOF2'
+faults:
+  - {path: /api/v1/user-services, status: 200, body: '{"services":[{"id":"us-1","slug":"chrono-sandbox","is_active":false,"is_active":true,"catalog_service_id":"cat-sandbox","credential_source":{"type":"personal"},"forward_access_token":true,"inject_delegation_token":true,"delegation_token_scope":"proxy:* sandbox:execute"}]}'}
+EOF2
+	[[ $(last_line | jq -r .blocker.message) == *"not JSON"* ]]
+	# a slug cut at a NUL is never admitted
+	malformed <<'EOF2'
+faults:
+  - {path: /api/v1/keys, status: 200, body: '{"keys":[{"id":"us-1","slug":"chrono-sandbox\u0000x"}]}'}
+EOF2
+	deep=$(printf '%.0s[' $(seq 1 300))
+	malformed <<EOF2
+faults:
+  - {path: /api/v1/keys, status: 200, body: '{"keys":$deep'}
+EOF2
+}
+
+@test "strict JSON on stdin: a duplicate key, U+0000 or invalid UTF-8 in a record is 65" {
+	reset_world "$R/compliant.yaml"
+	inspect "$ALICE" >"$BATS_TEST_TMPDIR/adm"
+	sed 's/"status":"admitted"/"status":"blocked","status":"admitted"/' "$BATS_TEST_TMPDIR/adm" >"$BATS_TEST_TMPDIR/dup"
+	run -65 --separate-stderr code-exec --sync --base-url "$NYX_TEST_BASE" \
+		--token-file "$(token_file "$ALICE")" -l bash -e 'echo x' <"$BATS_TEST_TMPDIR/dup"
+	jq_ok '.code=="input_invalid_json" and (.message|contains("duplicate key"))'
+	sed 's/"slug":"chrono-sandbox"/"slug":"chrono-sandbox\\u0000"/' "$BATS_TEST_TMPDIR/adm" >"$BATS_TEST_TMPDIR/nul"
+	run -65 --separate-stderr code-exec --sync --base-url "$NYX_TEST_BASE" \
+		--token-file "$(token_file "$ALICE")" -l bash -e 'echo x' <"$BATS_TEST_TMPDIR/nul"
+	jq_ok '.code=="input_invalid_json" and (.message|contains("U+0000"))'
+	# invalid UTF-8 (libjq would substitute U+FFFD); a fault plan is YAML,
+	# which cannot carry it, so the unit tests cover server answers
+	sed 's/"slug":"chrono-sandbox"/"slug":"chrono-sandbox\xff"/' "$BATS_TEST_TMPDIR/adm" >"$BATS_TEST_TMPDIR/u8"
+	run -65 --separate-stderr code-exec --sync --base-url "$NYX_TEST_BASE" \
+		--token-file "$(token_file "$ALICE")" -l bash -e 'echo x' <"$BATS_TEST_TMPDIR/u8"
+	jq_ok '.code=="input_invalid_json" and (.message|contains("invalid UTF-8"))'
+	[ "$(requests | jq -s 'map(select(.path|contains("/execute")))|length')" = 0 ]
+}
+
 @test "wrong kinds are malformed (76)" {
 	malformed <<'EOF2'
 faults:

@@ -261,10 +261,73 @@ test_exit(void)
 	    "severity order 64-78 > 4 > 3 > 1 > 5 > 0");
 }
 
+/* WIRE.md 1: what libjq lets through is malformed here */
+#define SC(lit, ok, name) strict_case(lit, sizeof(lit) - 1, ok, name)
+static void
+strict_case(const char *doc, size_t len, bool ok, const char *name)
+{
+	jv v = nyx_json_parse(doc, len);
+
+	CHECK(jv_is_valid(v) == ok, name);
+	jv_free(v);
+}
+
+static void
+test_strict_json(void)
+{
+	char deep[600];
+	struct nyx_json_strict *c;
+	int i;
+
+	SC("{\"a\":1,\"b\":{\"a\":2}}", true,
+	    "the same key in two objects is fine");
+	SC("{\"is_active\":true,\"is_active\":false}", false,
+	    "a duplicate key is malformed");
+	SC("{\"a\":1,\"\\u0061\":2}", false,
+	    "a duplicate key spelled with an escape");
+	SC("[{\"a\":1},{\"a\":1}]", true,
+	    "sibling objects have their own keys");
+	SC("{\"a\":[1,{\"b\":1}],\"b\":2}", true,
+	    "a key inside an array inside an object is not its parent's");
+	SC("{\"slug\":\"chrono\\u0000-sandbox\"}", false,
+	    "an escaped U+0000 in a string");
+	SC("{\"slug\":\"a\0b\"}", false, "a raw NUL byte");
+	SC("{\"slug\":\"\xff\"}", false, "invalid UTF-8");
+	SC("{\"slug\":\"\xc0\xaf\"}", false, "an overlong");
+	SC("{\"slug\":\"\xed\xa0\x80\"}", false, "an encoded surrogate");
+	SC("{\"slug\":\"caf\xc3\xa9 \xf0\x9f\x98\x80\"}", true,
+	    "valid multi-byte UTF-8");
+	SC("{\"s\":\"\\ud83d\\ude00\\\"\\n\"}", true,
+	    "escapes and surrogate pairs");
+	for (i = 0; i < 257; i++)
+		deep[i] = '[';
+	for (i = 0; i < 257; i++)
+		deep[257 + i] = ']';
+	strict_case(deep + 1, 512, true, "depth 256 is allowed");
+	strict_case(deep, 514, false, "depth 257 is malformed");
+	/* fed in pieces: a key and a UTF-8 sequence split across chunks */
+	c = nyx_json_strict_new();
+	CHECK(nyx_json_strict_feed(c, "{\"ab\":1,\"a", 10) == 0 &&
+	        nyx_json_strict_feed(c, "b\":2}", 5) < 0,
+	    "a duplicate split across chunks");
+	nyx_json_strict_free(c);
+	c = nyx_json_strict_new();
+	CHECK(nyx_json_strict_feed(c, "\"\xc3", 2) == 0 &&
+	        nyx_json_strict_feed(c, "\xa9\"", 2) == 0 &&
+	        nyx_json_strict_end(c) == 0,
+	    "a UTF-8 sequence split across chunks");
+	nyx_json_strict_free(c);
+	c = nyx_json_strict_new();
+	CHECK(nyx_json_strict_feed(c, "{\"a\":1}{\"a\":1}", 14) == 0,
+	    "a stream of documents: keys are per document");
+	nyx_json_strict_free(c);
+}
+
 int
 main(void)
 {
 	test_cred();
+	test_strict_json();
 	test_redact();
 	test_time();
 	test_hash();
