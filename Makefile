@@ -114,6 +114,16 @@ check: all
 	NYX_BIN=$(abspath $(O)/bin) NYX_TESTBIN=$(abspath $(O)/tests) \
 	    $(PROVE) -j$(JOBS) --exec 'bats --tap' tests/*.bats
 
+# The seeded chaos test of the durable path with more trials than the
+# suite's smoke (tests/chaos.bats runs 6): make chaos N=200 SEED=42
+N ?= 200
+SEED ?=
+FIRST ?= 1
+chaos: all
+	NYX_BIN=$(abspath $(O)/bin) NYX_TESTBIN=$(abspath $(O)/tests) \
+	    CHAOS_N=$(N) CHAOS_SEED=$(SEED) CHAOS_FIRST=$(FIRST) \
+	    bats --tap tests/chaos.bats
+
 # The README's test command: lint, the suite, the suite again under ASan.
 test: lint check asan
 
@@ -193,4 +203,4 @@ uninstall:
 clean:
 	rm -rf build
 
-.PHONY: all test check asan valgrind-check lint demo deps install uninstall clean
+.PHONY: all test check chaos asan valgrind-check lint demo deps install uninstall clean

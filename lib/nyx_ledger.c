@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -332,6 +334,29 @@ nyx_ledger_new_handle(char out[32])
 	return 0;
 }
 
+int
+nyx_ledger_secrets_lock(struct nyx_ledger *l, int how)
+{
+	int fd = open(l->secrets, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	while (flock(fd, how) < 0) {
+		if (errno != EINTR) {
+			close(fd);
+			return -1;
+		}
+	}
+	return fd;
+}
+
+void
+nyx_ledger_secrets_unlock(int fd)
+{
+	if (fd >= 0)
+		close(fd); /* releases the flock */
+}
+
 /* Write the secret file durably: temp file, fsync, rename, fsync dir. */
 int
 nyx_ledger_write_secret(struct nyx_ledger *l, const char *name,
@@ -393,16 +418,20 @@ nyx_ledger_insert(struct nyx_ledger *l, struct nyx_op *op, const char *secret,
 	    "call_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
 	sqlite3_stmt *st = NULL;
 	char path[800];
-	int rc;
+	int rc, lk;
 
 	snprintf(op->secret_name, sizeof(op->secret_name), "%s", op->handle);
 	if (nyx_sha256_hex(secret, secret_len, op->secret_sha256) < 0)
 		return nyx_err_set(
 		    err, NYX_EXIT_SOFTWARE, "hash_failed", "SHA-256 failed");
-	/* the material first: a row never names a file that is not there */
+	/* the material first: a row never names a file that is not there;
+	 * under the shared lock, so a sweep never takes it for a leftover */
+	lk = nyx_ledger_secrets_lock(l, LOCK_SH);
 	if (nyx_ledger_write_secret(
-	        l, op->secret_name, secret, secret_len, err) < 0)
+	        l, op->secret_name, secret, secret_len, err) < 0) {
+		nyx_ledger_secrets_unlock(lk);
 		return -1;
+	}
 	if (sqlite3_prepare_v2(l->db, sql, -1, &st, NULL) != SQLITE_OK) {
 		rc = nyx_ledger_db_fail(l, err, "insert");
 		goto undo;
@@ -435,11 +464,13 @@ nyx_ledger_insert(struct nyx_ledger *l, struct nyx_op *op, const char *secret,
 		goto undo;
 	}
 	sqlite3_finalize(st);
+	nyx_ledger_secrets_unlock(lk);
 	return 0;
 undo:
 	sqlite3_finalize(st);
 	snprintf(path, sizeof(path), "%s/%s", l->secrets, op->secret_name);
 	unlink(path);
+	nyx_ledger_secrets_unlock(lk);
 	return rc;
 }
 
@@ -665,6 +696,56 @@ nyx_ledger_stop_deadline(struct nyx_ledger *l, const char *handle)
 	return v;
 }
 
+/*
+ * A writer killed between its secret file and its row leaves a file no
+ * row names (or a .tmp one).  Under the exclusive lock no writer is in
+ * between, so such a file is a leftover: remove it.  Busy: next time.
+ */
+static int
+sweep_orphans(struct nyx_ledger *l, struct nyx_err *err)
+{
+	char **live = NULL;
+	struct dirent *e;
+	DIR *d;
+	int lk = nyx_ledger_secrets_lock(l, LOCK_EX | LOCK_NB);
+
+	if (lk < 0)
+		return 0;
+	if (nyx_ledger_strings_of(l->db,
+	        "SELECT secret_name FROM operations WHERE terminal = 0 "
+	        "UNION SELECT secret_name FROM approvals",
+	        NULL, &live) < 0) {
+		nyx_ledger_secrets_unlock(lk);
+		return nyx_ledger_db_fail(l, err, "sweep");
+	}
+	d = opendir(l->secrets);
+	while (d != NULL && (e = readdir(d)) != NULL) {
+		char path[1024];
+		bool named = false;
+		size_t i;
+
+		if (e->d_name[0] == '.')
+			continue;
+		for (i = 0; live[i] != NULL && !named; i++)
+			named = strcmp(live[i], e->d_name) == 0;
+		if (named)
+			continue;
+		if ((size_t)snprintf(path, sizeof(path), "%s/%s", l->secrets,
+		        e->d_name) >= sizeof(path))
+			continue;
+		if (unlink(path) == 0)
+			nyx_log(NYX_LOG_INFO,
+			    "removed %s, a secret file no operation names "
+			    "(a writer was killed before its row)",
+			    e->d_name);
+	}
+	if (d != NULL)
+		closedir(d);
+	nyx_ledger_free_list(live);
+	nyx_ledger_secrets_unlock(lk);
+	return 0;
+}
+
 int
 nyx_ledger_sweep_secrets(struct nyx_ledger *l, struct nyx_err *err)
 {
@@ -688,7 +769,7 @@ nyx_ledger_sweep_secrets(struct nyx_ledger *l, struct nyx_err *err)
 			    names[i]);
 	}
 	nyx_ledger_free_list(names);
-	return 0;
+	return sweep_orphans(l, err);
 }
 
 int

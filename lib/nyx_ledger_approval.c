@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include "nyx_hash.h"
@@ -42,7 +43,7 @@ nyx_ledger_approval_put(struct nyx_ledger *l, struct nyx_approval *a,
 {
 	sqlite3_stmt *st;
 	char sha[NYX_SHA256_HEX];
-	int rc;
+	int rc, lk;
 
 	/* the arguments hold the prompt: a secret file, like a source */
 	if (nyx_sha256_hex(a->id, strlen(a->id), sha) < 0)
@@ -56,13 +57,19 @@ nyx_ledger_approval_put(struct nyx_ledger *l, struct nyx_approval *a,
 		    path, sizeof(path), "%s/%s", l->secrets, a->secret_name);
 		unlink(path); /* a re-requested approval rewrites it */
 	}
-	if (nyx_ledger_write_secret(l, a->secret_name, args, len, err) < 0)
+	/* shared lock until the row is in: see nyx_ledger_secrets_lock */
+	lk = nyx_ledger_secrets_lock(l, LOCK_SH);
+	if (nyx_ledger_write_secret(l, a->secret_name, args, len, err) < 0) {
+		nyx_ledger_secrets_unlock(lk);
 		return -1;
+	}
 	if (sqlite3_prepare_v2(l->db,
 	        "INSERT OR REPLACE INTO approvals (" APPROVAL_COLS
 	        ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, 0)",
-	        -1, &st, NULL) != SQLITE_OK)
+	        -1, &st, NULL) != SQLITE_OK) {
+		nyx_ledger_secrets_unlock(lk);
 		return nyx_ledger_db_fail(l, err, "approval");
+	}
 	nyx_ledger_bind_text(st, 1, a->id);
 	nyx_ledger_bind_text(st, 2, a->owner);
 	nyx_ledger_bind_text(st, 3, a->request_id);
@@ -73,6 +80,7 @@ nyx_ledger_approval_put(struct nyx_ledger *l, struct nyx_approval *a,
 	sqlite3_bind_int64(st, 8, a->created_at_ms);
 	rc = sqlite3_step(st);
 	sqlite3_finalize(st);
+	nyx_ledger_secrets_unlock(lk);
 	return rc == SQLITE_DONE ? 0 : nyx_ledger_db_fail(l, err, "approval");
 }
 

@@ -30,6 +30,16 @@ void nyx_ledger_bind_text(sqlite3_stmt *st, int i, const char *s);
 /* Column i as text into dst (n bytes, "" for NULL). */
 void nyx_ledger_col_text(sqlite3_stmt *st, int i, char *dst, size_t n);
 /* A 0600 secrets/ file written whole and fsync'd. */
+/*
+ * The secrets directory's lock: a writer holds it shared from writing a
+ * secret file until its row is committed, so a sweep that holds it
+ * exclusively knows that a file no row names is a crashed writer's
+ * leftover.  Returns a descriptor to pass to nyx_ledger_secrets_unlock
+ * (-1 when the lock is unavailable: LOCK_NB, or no directory).
+ */
+int nyx_ledger_secrets_lock(struct nyx_ledger *l, int how);
+void nyx_ledger_secrets_unlock(int fd);
+
 int nyx_ledger_write_secret(struct nyx_ledger *l, const char *name,
     const char *data, size_t n, struct nyx_err *err);
 

@@ -37,14 +37,20 @@ take(struct nyx_reconcile *r, struct nyx_rec_item *it, int64_t now,
 			return nyx_err_set(err, NYX_EXIT_CANTCREAT,
 			    "lease_lost", "the lease on %s was lost",
 			    op->handle);
-		nyx_log(NYX_LOG_INFO,
-		    "%s is being reconciled by another process", op->handle);
-		it->busy = it->done = true;
+		if (!it->busy)
+			nyx_log(NYX_LOG_INFO,
+			    "%s is being reconciled by another process%s",
+			    op->handle, r->wait ? "; waiting for it" : "");
+		/* waiting, it is claimed again each round until the other
+		 * process settles it or lets it go: --wait means settled */
+		it->busy = true;
+		it->done = !r->wait;
 		return 0;
 	default:
 		return -1;
 	}
 	it->held = true;
+	it->busy = false;
 	/* reload: another process may have moved it on */
 	return nyx_dur_load(r->l, op->handle, &it->d, err) < 0 ? -1 : 1;
 }
@@ -84,12 +90,19 @@ select_due(struct nyx_reconcile *r, struct nyx_rec_item *v, size_t n,
 		case 1:
 			break;
 		case 0:
+			/* busy: look again in a second */
+			if (!it->done && now + 1000 < *soonest)
+				*soonest = now + 1000;
 			continue;
 		default:
 			return -1;
 		}
-		if (op->terminal)
+		if (op->terminal) {
+			/* settled by another process meanwhile: nothing to
+			 * step or persist (its terminal audit is that one's) */
+			it->done = true;
 			continue;
+		}
 		if (it->stop_seen) {
 			/* a stop arrived while we slept: step at once */
 			it->stop_seen = false;

@@ -8,8 +8,10 @@
  * cancel, begins the steps that are due, makes their exchanges
  * concurrently (nyx_dur_run) and persists every operation before
  * anything is printed.  With `wait` it sleeps until the soonest operation
- * is due (250 ms to 30 s) and goes again, until each one is terminal,
- * busy, or stopped by this invocation's rejected credential.  A waiting
+ * is due (250 ms to 30 s) and goes again, until each one is terminal or
+ * stopped by this invocation's rejected credential; one that another
+ * process holds is claimed again every second until that process settles
+ * it or lets it go (without `wait` it is left alone at once).  A waiting
  * run never sleeps past a stop: it wakes every second to look for one
  * that another process persisted (exec-status --cancel) and steps at
  * once when it finds one.  Printing is the caller's, afterwards.

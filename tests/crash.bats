@@ -148,6 +148,24 @@ converges() {
 	[ ! -e "$NYX_STATE_DIR/secrets/$name" ]
 }
 
+@test "a secret file of a writer killed before its row is swept; a pending one's is kept" {
+	run -5 code-exec --no-wait --request-id sweep-2 -l bash -e 'sleep 3; echo ok'
+	live=$(ledger "SELECT secret_name FROM operations WHERE terminal = 0")
+	[ -s "$NYX_STATE_DIR/secrets/$live" ]
+	# as kill -9 between the secret file and the INSERT leaves them
+	for f in h-000000000000000000000000 h-000000000000000000000001.tmp; do
+		printf 'KEY
+SOURCE
+' >"$NYX_STATE_DIR/secrets/$f"
+		chmod 600 "$NYX_STATE_DIR/secrets/$f"
+	done
+	run -0 --separate-stderr exec-status -v --list
+	[[ $stderr == *"removed h-000000000000000000000000, a secret file no operation names"* ]]
+	[ "$(ls "$NYX_STATE_DIR/secrets")" = "$live" ]
+	run -0 exec-status --all --wait
+	[ -z "$(ls "$NYX_STATE_DIR/secrets")" ]
+}
+
 # ---- a stop is never lost (PRODUCT 6, 7; revision 2) ----
 
 cancelled_on_server() { [ "$(executions | jq -s 'map(select(.status=="cancelled"))|length')" -ge 1 ]; }

@@ -347,6 +347,23 @@ uncertain_submit() {
 	jq -e '.output.stdout=="done\n"' "$BATS_TEST_TMPDIR/first"
 }
 
+@test "--wait on an operation another process holds waits until it settles" {
+	run -5 code-exec --no-wait --request-id "$(rid a)" -l bash -e 'sleep 2; echo done'
+	h=$(last_line | jq -r .handle)
+	exec-status --wait "$h" >"$BATS_TEST_TMPDIR/first" 2>/dev/null 3>&- &
+	first=$!
+	until [ "$(ledger "SELECT lease_owner IS NOT NULL FROM operations WHERE handle='$h'")" = 1 ]; do sleep 0.05; done
+	# a cron rerun of the same line, and a second waiter: both get the
+	# result, neither gives up with the operation pending
+	run -0 --separate-stderr exec-status -v --wait "$h"
+	jq_ok '.type=="exec.result" and .output.stdout=="done\n"'
+	[[ $stderr == *"being reconciled by another process; waiting for it"* ]]
+	run -0 --separate-stderr exec-status --all --wait
+	wait "$first"
+	jq -e '.output.stdout=="done\n"' "$BATS_TEST_TMPDIR/first"
+	executions | jq -e '.runs==1'
+}
+
 @test "--all runs many operations over a bounded number of reused connections" {
 	for i in $(seq 1 12); do
 		run -5 code-exec --no-wait --request-id "$(rid "$i")" -l bash -e "echo $i"
