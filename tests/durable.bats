@@ -331,12 +331,18 @@ uncertain_submit() {
 	[ "$(ledger 'SELECT count(*) FROM operations')" = 2 ]
 }
 
+# wait_in_background HANDLE: an exec-status --wait that holds the
+# operation's lease (its pid in $first, its output in $BATS_TEST_TMPDIR/first).
+wait_in_background() {
+	exec-status --wait "$1" >"$BATS_TEST_TMPDIR/first" 2>/dev/null 3>&- &
+	first=$!
+	until [ "$(ledger "SELECT lease_owner IS NOT NULL FROM operations WHERE handle='$1'")" = 1 ]; do sleep 0.05; done
+}
+
 @test "two processes never act on one operation at once" {
 	run -5 code-exec --no-wait --request-id "$(rid a)" -l bash -e 'sleep 10; echo done'
 	h=$(last_line | jq -r .handle)
-	exec-status --wait "$h" >"$BATS_TEST_TMPDIR/first" 2>/dev/null 3>&- &
-	first=$!
-	until [ "$(ledger "SELECT lease_owner IS NOT NULL FROM operations WHERE handle='$h'")" = 1 ]; do sleep 0.05; done
+	wait_in_background "$h"
 	run -5 --separate-stderr exec-status -vvv --now "$h"
 	jq_ok '.type=="exec.status" and .terminal==false'
 	[[ $stderr == *"being reconciled by another process"* ]]
@@ -350,9 +356,7 @@ uncertain_submit() {
 @test "--wait on an operation another process holds waits until it settles" {
 	run -5 code-exec --no-wait --request-id "$(rid a)" -l bash -e 'sleep 2; echo done'
 	h=$(last_line | jq -r .handle)
-	exec-status --wait "$h" >"$BATS_TEST_TMPDIR/first" 2>/dev/null 3>&- &
-	first=$!
-	until [ "$(ledger "SELECT lease_owner IS NOT NULL FROM operations WHERE handle='$h'")" = 1 ]; do sleep 0.05; done
+	wait_in_background "$h"
 	# a cron rerun of the same line, and a second waiter: both get the
 	# result, neither gives up with the operation pending
 	run -0 --separate-stderr exec-status -v --wait "$h"
