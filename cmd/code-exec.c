@@ -43,6 +43,7 @@ enum {
 	OPT_CALL_ID,
 	OPT_CHILD_CODE,
 	OPT_DETACH_ON_INTERRUPT,
+	OPT_ADMISSION,
 };
 
 struct opts {
@@ -53,6 +54,8 @@ struct opts {
 	const char *backend;
 	const char *request_id;
 	const char *call_id;
+	const char *admission; /* --admission FILE|- */
+	bool no_stdin; /* -n */
 	bool sync;
 	bool durable;
 	bool no_wait;
@@ -74,6 +77,8 @@ static const struct option longopts[] = {
     {"call-id", required_argument, NULL, OPT_CALL_ID},
     {"child-code", no_argument, NULL, OPT_CHILD_CODE},
     {"detach-on-interrupt", no_argument, NULL, OPT_DETACH_ON_INTERRUPT},
+    {"admission", required_argument, NULL, OPT_ADMISSION},
+    {"no-stdin", no_argument, NULL, 'n'},
     {NULL, 0, NULL, 0},
 };
 
@@ -131,6 +136,12 @@ on_opt(int c, const char *arg, void *ctx)
 	case OPT_DETACH_ON_INTERRUPT:
 		o->detach_on_interrupt = true;
 		break;
+	case OPT_ADMISSION:
+		o->admission = arg;
+		break;
+	case 'n':
+		o->no_stdin = true;
+		break;
 	default:
 		return -1;
 	}
@@ -140,11 +151,11 @@ on_opt(int c, const char *arg, void *ctx)
 static const struct nyx_cli_spec spec = {
     "[-l LANG] (-f FILE | -e SOURCE | FILE) [--timeout-secs N] "
     "[--sync | --durable] [--wait | --no-wait] [--backend nyxid|local] "
-    "[--request-id ID] [--call-id ID] [--detach-on-interrupt] "
-    "[--child-code] [common options]",
+    "[--request-id ID] [--call-id ID] [--admission FILE | -n] "
+    "[--detach-on-interrupt] [--child-code] [common options]",
     "  -l, --language LANG     python, javascript, typescript or bash\n"
     "                          (inferred from .py .js .mjs .ts .sh)\n"
-    "  -f, --file FILE         the program's source file\n"
+    "  -f, --file FILE         the program's source file (- : stdin)\n"
     "  -e, --eval SOURCE       the program's source text\n"
     "      --timeout-secs N    wall-clock limit, 1..600 (default 180)\n"
     "      --durable           POST /executions, recorded in the ledger\n"
@@ -161,9 +172,12 @@ static const struct nyx_cli_spec spec = {
     "                          URL is configured, else local)\n"
     "      --detach-on-interrupt  on SIGINT, SIGTERM or SIGHUP leave a\n"
     "                          durable run pending instead of stopping it\n"
+    "      --admission FILE    read the route.admission from FILE (- : "
+    "stdin)\n"
+    "  -n, --no-stdin          never read stdin (for loops over files)\n"
     "      --child-code        exit with the program's own status\n",
     NYX_CLI_NET | NYX_CLI_STATE,
-    "l:f:e:",
+    "l:f:e:n",
     longopts,
     on_opt,
 };
@@ -662,6 +676,21 @@ main(int argc, char **argv)
 	if (given != 1)
 		nyx_cli_usage(
 		    "give the source once: -f FILE, -e SOURCE or FILE");
+	{
+		bool src_stdin = (o.file && strcmp(o.file, "-") == 0) ||
+		    (operand && strcmp(operand, "-") == 0);
+
+		if (o.no_stdin && o.admission != NULL)
+			nyx_cli_usage("-n excludes --admission");
+		if (src_stdin && o.admission && strcmp(o.admission, "-") == 0)
+			nyx_cli_usage("stdin holds the source (-f -); give the "
+			              "admission with --admission FILE");
+		if (src_stdin && o.no_stdin)
+			nyx_cli_usage("-n excludes -f -");
+		/* stdin is the source's, or refused: no admission there */
+		nyx_cli_set_input(o.admission,
+		    o.no_stdin || (src_stdin && o.admission == NULL));
+	}
 	if (nyx_time_init(&err) < 0 || nyx_http_global_init(&err) < 0)
 		return nyx_cli_fail(&err);
 	code = run(&o, &cm, operand, &err);

@@ -273,6 +273,32 @@ open('work.txt', 'w').write('ok'); print('work: writable')
 	[ "$(request_count)" -eq 0 ]
 }
 
+@test "input: -n never reads stdin, --admission FILE|-, -f - takes the source (PRODUCT 6)" {
+	admission >"$BATS_TEST_TMPDIR/adm"
+	printf 'echo one\n' >"$BATS_TEST_TMPDIR/a.sh"
+	printf 'echo two\n' >"$BATS_TEST_TMPDIR/b.sh"
+	printf '%s\n' "$BATS_TEST_TMPDIR/a.sh" "$BATS_TEST_TMPDIR/b.sh" >"$BATS_TEST_TMPDIR/list"
+	# the loop of the issue: every file runs, the list is not eaten
+	while read -r f; do sync_run -n -f "$f"; done <"$BATS_TEST_TMPDIR/list" >"$BATS_TEST_TMPDIR/out"
+	[ "$(jq -r '.output.stdout|rtrimstr("\n")' "$BATS_TEST_TMPDIR/out" | paste -sd,)" = "one,two" ]
+	# an idle, open stdin never hangs a run given -n
+	run -0 bash -c 'sleep 30 | timeout 20 code-exec --sync --base-url "$1" --token-file "$2" -n -l bash -e "echo idle"' _ "$NYX_TEST_BASE" "$ALICE_TOK"
+	jq_ok '.output.stdout=="idle\n"'
+	# --admission FILE pins the route: no inventory read
+	clear_requests
+	run -0 sync_run --admission "$BATS_TEST_TMPDIR/adm" -l bash -e 'echo pinned' </dev/null
+	jq_ok '.output.stdout=="pinned\n"'
+	[ "$(requests | jq -s 'map(select(.path=="/api/v1/user-services"))|length')" = 0 ]
+	run -0 sync_run --admission - -l bash -e 'echo dash' <"$BATS_TEST_TMPDIR/adm"
+	# -f - reads the source from stdin; the admission comes from a file
+	run -0 sync_run -l bash -f - --admission "$BATS_TEST_TMPDIR/adm" <<<'echo from-stdin'
+	jq_ok '.output.stdout=="from-stdin\n"'
+	run -64 sync_run -l bash -f - --admission - <<<'echo x'
+	run -64 sync_run -n --admission "$BATS_TEST_TMPDIR/adm" -l bash -e x
+	run -66 sync_run --admission "$BATS_TEST_TMPDIR/missing" -l bash -e x
+	jq_ok '.code=="input_unreadable"'
+}
+
 @test "a stale admission is re-resolved for its exact route" {
 	admission >"$BATS_TEST_TMPDIR/adm"
 	clear_requests

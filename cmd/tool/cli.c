@@ -307,29 +307,54 @@ nyx_cli_finish(int code)
 	return code;
 }
 
+static const char *input_path; /* NULL: stdin unless a terminal */
+static bool input_none;
+
+void
+nyx_cli_set_input(const char *path, bool none)
+{
+	input_path = path;
+	input_none = none;
+}
+
 int
 nyx_cli_read_record(jv *rec, struct nyx_err *err)
 {
 	struct nyx_json_reader *r;
+	const char *name = "stdin";
 	jv extra;
-	int rc, more;
+	int rc, more, fd = 0;
 
-	if (isatty(0))
+	if (input_none)
 		return 0;
-	r = nyx_json_reader_new(0, "stdin");
-	if (r == NULL)
+	if (input_path != NULL && strcmp(input_path, "-") != 0) {
+		fd = open(input_path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return nyx_err_set(err, NYX_EXIT_NOINPUT,
+			    "input_unreadable", "cannot read %s: %s",
+			    input_path, strerror(errno));
+		name = input_path;
+	} else if (input_path == NULL && isatty(0))
+		return 0;
+	r = nyx_json_reader_new(fd, name);
+	if (r == NULL) {
+		if (fd != 0)
+			close(fd);
 		return nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
+	}
 	rc = nyx_json_reader_next(r, rec, err);
 	if (rc == 1 && (more = nyx_json_reader_next(r, &extra, err)) != 0) {
 		if (more == 1) {
 			jv_free(extra);
 			nyx_err_set(err, NYX_EXIT_DATAERR, "input_invalid",
-			    "stdin holds more than one record");
+			    "%s holds more than one record", name);
 		}
 		jv_free(*rec);
 		rc = -1;
 	}
 	nyx_json_reader_free(r);
+	if (fd != 0)
+		close(fd);
 	return rc;
 }
 

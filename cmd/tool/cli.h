@@ -86,6 +86,14 @@ int nyx_cli_finish(int code);
  */
 int nyx_cli_read_record(jv *rec, struct nyx_err *err);
 
+/*
+ * Where nyx_cli_read_record reads (PRODUCT 6): path "-" is stdin even on
+ * a terminal, another path that file (66 when unreadable); with none,
+ * nothing is read (-n, or stdin taken by the source).  Default: stdin
+ * unless it is a terminal.
+ */
+void nyx_cli_set_input(const char *path, bool none);
+
 /* What an upstream record on stdin is (nyx_cli_read_upstream). */
 enum nyx_upstream {
 	NYX_UPSTREAM_NONE, /* no record: stdin is a terminal or empty */
