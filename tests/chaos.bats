@@ -93,8 +93,8 @@ trial() {
 }
 
 check_trial() {
-	local dir=$1 k=$2 execs pending stale
-	execs=$(ctl "$NYX_TEST_BASE/_nyx/executions" | jq -c --arg s "chaos-$SEED-$T-" '.')
+	local dir=$1 k=$2 execs pending prov
+	execs=$(ctl "$NYX_TEST_BASE/_nyx/executions")
 	# only this trial's operations: the ledger knows their ids
 	sqlite3 "$NYX_STATE_DIR/ledger.db" \
 		"SELECT operation_id, status, terminal FROM operations WHERE request_id LIKE 'chaos-$SEED-$T-%'" \
@@ -111,11 +111,11 @@ check_trial() {
 	# ledger's final outcome
 	while IFS='|' read -r op st term; do
 		[ -n "$op" ] || continue
-		stale=$(printf '%s\n' "$execs" | jq -r --arg op "$op" '.[] | select(.operation_id == $op) | .status')
-		case $stale in
+		prov=$(printf '%s\n' "$execs" | jq -r --arg op "$op" '.[] | select(.operation_id == $op) | .status')
+		case $prov in
 		succeeded | failed | cancelled | timed_out)
-			[ "$st" = "$stale" ] && [ "$term" = 1 ] ||
-				fail_trial "$op: the provider says $stale, the ledger $st (terminal $term)"
+			[ "$st" = "$prov" ] && [ "$term" = 1 ] ||
+				fail_trial "$op: the provider says $prov, the ledger $st (terminal $term)"
 			;;
 		esac
 	done <"$dir/ledger.rows"
