@@ -65,8 +65,10 @@ trial() {
 	put_faults <"$dir/faults.yaml" || fail_trial "fault plan refused"
 	k=$((1 + $(pick 3)))
 	for i in $(seq 1 "$k"); do
-		src="sleep 0.$(pick 8); echo out-$T-$i; exit $(($(pick 4) == 0))"
-		cmd[i]="code-exec --durable --timeout 1 --request-id chaos-$SEED-$T-$i -l bash -e '$src'"
+		# python, not bash: code-exec.bats counts nobody's bash
+		# processes after its fork bomb, and this file runs beside it
+		src="import sys, time; time.sleep(0.$(pick 8)); print(\"out-$T-$i\"); sys.exit($(($(pick 4) == 0)))"
+		cmd[i]="code-exec --durable --timeout 1 --request-id chaos-$SEED-$T-$i -l python -e '$src'"
 		eval "exec ${cmd[i]}" >"$dir/out.$i.first" 2>&1 </dev/null 3>&- &
 		pids[i]=$!
 	done
