@@ -22,7 +22,7 @@ endif
 TOOLS := nyx-route-inspect nyx-route-converge code-exec exec-status audit-replay codex-exec
 DAEMONS := nyx-sandboxd
 PROGS := $(TOOLS) $(DAEMONS)
-PKGS := libcurl yaml-0.1 libcrypto sqlite3
+PKGS := libcurl yaml-0.1 libcrypto sqlite3 libseccomp
 SRV_PKGS := libmicrohttpd
 
 # Debian 12's libjq 1.6 ships no pkg-config file: fall back to -ljq.
@@ -169,7 +169,8 @@ demo: all
 
 # ---- dependencies (Debian 12) ----
 DEBS := build-essential pkg-config libcurl4-openssl-dev libjq-dev libonig-dev \
-	libyaml-dev libssl-dev libsqlite3-dev libmicrohttpd-dev bubblewrap \
+	libyaml-dev libssl-dev libsqlite3-dev libmicrohttpd-dev libseccomp-dev \
+	bubblewrap \
 	bats bats-assert bats-support jq curl python3 nodejs node-typescript sqlite3 \
 	mandoc cppcheck \
 	shellcheck clang-format valgrind zsh

@@ -88,7 +88,7 @@ nyx_chrono_classify_output(jv doc, struct nyx_exec_outcome *o)
 		    NYX_EXIT_PROTOCOL);
 	} else {
 		jv norm = jv_object();
-		const char *code = nyx_json_peek_str(err, "code");
+		const char *code = nyx_json_peek_str(err, "code"), *lim;
 		int b;
 
 		norm = jv_object_set(norm, jv_string("stdout"), jv_copy(so));
@@ -97,6 +97,10 @@ nyx_chrono_classify_output(jv doc, struct nyx_exec_outcome *o)
 		if (jv_get_kind(et) == JV_KIND_NUMBER)
 			norm = jv_object_set(
 			    norm, jv_string("execution_time_ms"), jv_copy(et));
+		if ((lim = nyx_json_peek_str(out, "limits")) != NULL &&
+		    (strcmp(lim, "cgroup") == 0 || strcmp(lim, "rlimit") == 0))
+			norm = jv_object_set(
+			    norm, jv_string("limits"), jv_string(lim));
 		b = nyx_json_bool(out, "stdout_truncated");
 		norm = jv_object_set(
 		    norm, jv_string("stdout_truncated"), jv_bool(b == 1));

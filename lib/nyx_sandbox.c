@@ -20,12 +20,16 @@
 
 #include "nyx_hash.h"
 #include "nyx_log.h"
+#include "nyx_sandbox_int.h"
 #include "nyx_time.h"
 
 #define NOBODY 65534
 #define TS_MODULE "/usr/share/nodejs/typescript/lib/typescript.js"
 #define MAX_ARGS 80
 #define MAX_ENV 8
+#define PRLIMIT "/usr/bin/prlimit"
+#define NYX_STR2(x) #x
+#define NYX_STR(x) NYX_STR2(x)
 
 /*
  * TypeScript without node's type stripping: transpile with the locally
@@ -195,30 +199,6 @@ command_for(
 	return 0;
 }
 
-/* Processes the user already runs: the process limit must leave room. */
-static long
-count_processes(uid_t uid)
-{
-	DIR *d = opendir("/proc");
-	struct dirent *e;
-	long n = 0;
-
-	if (d == NULL)
-		return 0;
-	while ((e = readdir(d)) != NULL) {
-		char p[300];
-		struct stat st;
-
-		if (e->d_name[0] < '0' || e->d_name[0] > '9')
-			continue;
-		snprintf(p, sizeof(p), "/proc/%s", e->d_name);
-		if (stat(p, &st) == 0 && st.st_uid == uid)
-			n++;
-	}
-	closedir(d);
-	return n;
-}
-
 /* The size of the sandbox's /tmp and /sandbox tmpfs: 64 MiB, or
  * NYX_SANDBOX_TMPFS_MB (1..4096). */
 static const char *
@@ -273,10 +253,9 @@ struct child_plan {
 	const char *bwrap;
 	const char **argv;
 	char **envp;
-	int out_w, err_w, status_w, src;
+	int out_w, err_w, status_w, src, seccomp, cgroup_procs;
 	bool drop;
-	uid_t uid;
-	rlim_t nproc, cpu;
+	rlim_t cpu;
 };
 
 /* In the child: never returns. */
@@ -289,6 +268,9 @@ exec_child(const struct child_plan *p)
 	int devnull, sig;
 
 	setpgid(0, 0);
+	/* into the run's cgroup first: everything after is held by it */
+	if (p->cgroup_procs >= 0 && write(p->cgroup_procs, "0", 1) != 1)
+		_exit(125);
 	/* ignored or blocked signals survive execve: reset them */
 	memset(&dfl, 0, sizeof(dfl));
 	dfl.sa_handler = SIG_DFL;
@@ -299,16 +281,24 @@ exec_child(const struct child_plan *p)
 	devnull = open("/dev/null", O_RDONLY);
 	if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(p->out_w, 1) < 0 ||
 	    dup2(p->err_w, 2) < 0 || dup2(p->status_w, 3) < 0 ||
-	    dup2(p->src, 4) < 0)
+	    dup2(p->src, 4) < 0 || dup2(p->seccomp, 5) < 0)
 		_exit(125);
-	closefrom(5);
+	closefrom(6);
 	rl.rlim_cur = rl.rlim_max = 4ul << 30;
 	setrlimit(RLIMIT_AS, &rl);
 	rl.rlim_cur = p->cpu;
 	rl.rlim_max = p->cpu + 1;
 	setrlimit(RLIMIT_CPU, &rl);
-	rl.rlim_cur = rl.rlim_max = p->nproc;
-	setrlimit(RLIMIT_NPROC, &rl);
+	/*
+	 * The task cap is the sandbox's own: prlimit sets it inside the
+	 * sandbox's user namespace, where the kernel (5.14+) counts only the
+	 * sandbox's tasks, threads included.  Outside, root lifts the limit
+	 * it would otherwise impose on all of nobody's tasks together.
+	 */
+	if (p->drop) {
+		rl.rlim_cur = rl.rlim_max = RLIM_INFINITY;
+		setrlimit(RLIMIT_NPROC, &rl);
+	}
 	rl.rlim_cur = rl.rlim_max = 256ul << 20;
 	setrlimit(RLIMIT_FSIZE, &rl);
 	rl.rlim_cur = rl.rlim_max = 256;
@@ -464,6 +454,8 @@ nyx_sandbox_run(const struct nyx_sandbox_req *rq,
 	char keyv[512] = "", urlv[1200] = "";
 	const char *file = NULL;
 	int out[2] = {-1, -1}, errp[2] = {-1, -1}, st[2] = {-1, -1}, src = -1;
+	int seccomp = -1;
+	struct nyx_cgroup cg = {.procs_fd = -1};
 	size_t argc = 0, envc = 0, i;
 	struct child_plan plan;
 	bool started = false, drop = geteuid() == 0;
@@ -483,6 +475,12 @@ nyx_sandbox_run(const struct nyx_sandbox_req *rq,
 		    "LOCAL_ISOLATION_UNAVAILABLE",
 		    "bubblewrap (bwrap) is not installed; refusing to run the "
 		    "program without isolation.");
+	if (!executable(PRLIMIT))
+		return nyx_err_set(err, NYX_EXIT_OSERR,
+		    "LOCAL_ISOLATION_UNAVAILABLE",
+		    "%s (util-linux) is missing; refusing to run the program "
+		    "without its task limit.",
+		    PRLIMIT);
 
 	argv[argc++] = bwrap;
 	{
@@ -519,6 +517,11 @@ nyx_sandbox_run(const struct nyx_sandbox_req *rq,
 	argv[argc++] = dest;
 	argv[argc++] = "--chdir";
 	argv[argc++] = "/sandbox";
+	argv[argc++] = "--seccomp";
+	argv[argc++] = "5"; /* the filter's memory file */
+	argv[argc++] = "--";
+	argv[argc++] = PRLIMIT;
+	argv[argc++] = "--nproc=" NYX_STR(NYX_SANDBOX_TASKS);
 	argv[argc++] = "--";
 	if (command_for(rq->language, argv, &argc, &file) < 0) {
 		nyx_err_set(err, NYX_EXIT_OSERR, "LANGUAGE_UNAVAILABLE",
@@ -529,7 +532,8 @@ nyx_sandbox_run(const struct nyx_sandbox_req *rq,
 	argv[argc] = NULL;
 	snprintf(dest, sizeof(dest), "/code/%s", file);
 	src = source_fd(rq->source ? rq->source : "", rq->source_len);
-	if (src < 0) {
+	seccomp = nyx_sandbox_seccomp_fd();
+	if (src < 0 || seccomp < 0) {
 		nyx_err_set(err, NYX_EXIT_OSERR, "LOCAL_ISOLATION_UNAVAILABLE",
 		    "cannot prepare the sandbox: %s", strerror(errno));
 		goto out;
@@ -559,6 +563,9 @@ nyx_sandbox_run(const struct nyx_sandbox_req *rq,
 	}
 	envp[envc] = NULL;
 
+	if (nyx_cgroup_open(&cg, err) < 0)
+		goto out;
+	res->limits = cg.on ? "cgroup" : "rlimit";
 	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 ||
 	    pipe2(st, O_CLOEXEC) < 0) {
 		nyx_err_set(err, NYX_EXIT_OSERR, "sandbox_failed", "pipe: %s",
@@ -574,8 +581,9 @@ nyx_sandbox_run(const struct nyx_sandbox_req *rq,
 	plan.status_w = st[1];
 	plan.src = src;
 	plan.drop = drop;
+	plan.seccomp = seccomp;
+	plan.cgroup_procs = cg.procs_fd;
 	plan.cpu = (rlim_t)rq->timeout_secs + 1;
-	plan.nproc = (rlim_t)count_processes(drop ? NOBODY : geteuid()) + 128;
 	pid = fork();
 	if (pid < 0) {
 		nyx_err_set(err, NYX_EXIT_OSERR, "sandbox_failed", "fork: %s",
@@ -616,6 +624,9 @@ out:
 	}
 	if (src >= 0)
 		close(src);
+	if (seccomp >= 0)
+		close(seccomp);
+	nyx_cgroup_close(&cg);
 	nyx_secure_zero(keyv, sizeof(keyv));
 	return rc;
 }
@@ -635,6 +646,9 @@ nyx_sandbox_output(const struct nyx_sandbox_result *res)
 	    out, jv_string("exit_code"), jv_number(res->exit_code));
 	out = jv_object_set(out, jv_string("execution_time_ms"),
 	    jv_number((double)res->elapsed_ms));
+	if (res->limits != NULL)
+		out = jv_object_set(
+		    out, jv_string("limits"), jv_string(res->limits));
 	out = jv_object_set(
 	    out, jv_string("stdout_truncated"), jv_bool(res->out_truncated));
 	return jv_object_set(

@@ -51,6 +51,8 @@ struct nyx_sandbox_result {
 	bool out_truncated;
 	bool err_truncated;
 	long elapsed_ms;
+	/* how the sandbox as a whole was limited: "cgroup" or "rlimit" */
+	const char *limits;
 };
 
 /* Whether the language is one of the four. */

@@ -137,3 +137,155 @@ post() {
 	# and the program died with it (--die-with-parent)
 	not pgrep -f "$canary"
 }
+
+# ---- each escape, from inside a program, on both backends (WIRE 6) ----
+
+# out BACKEND LANG SOURCE [TIMEOUT]: run the program on the local backend
+# or through nyx-sandboxd's /execute; prints the output object.
+out() {
+	local body
+	case $1 in
+	local)
+		code-exec --backend local -l "$2" --timeout-secs "${4:-10}" -e "$3" 3>&- |
+			tail -n 1 | jq -c .output
+		;;
+	sandboxd)
+		body=$(jq -cn --arg l "$2" --arg s "$3" --argjson t "${4:-10}" \
+			'{language:$l,script:$s,timeout_secs:$t}')
+		post "$ALICE" execute "$body" | sed '$d' | jq -c .output
+		;;
+	esac
+}
+
+# Each call the filter denies, with the errno it would give without it
+# (ENOSPC: no user namespace left; ENOTTY: /dev/null is no terminal;
+# 0: allowed), so a pass proves the filter, not some other refusal.
+SECCOMP_PROBE='
+import ctypes, errno, fcntl, termios
+libc = ctypes.CDLL(None, use_errno=True)
+def sc(name, nr, *a):
+    ctypes.set_errno(0)
+    r = libc.syscall(nr, *[ctypes.c_long(x) for x in a])
+    print(name, errno.errorcode.get(ctypes.get_errno(), "OK") if r < 0 else "OK")
+sc("unshare", 272, 0x10000000)
+sc("clone_newuser", 56, 0x10000000 | 17, 0, 0, 0, 0)
+sc("setns", 308, 0, 0)
+sc("mount", 165, 0, 0, 0, 0, 0)
+sc("ptrace", 101, 0, 0, 0, 0)
+sc("bpf", 321, 0, 0, 0)
+sc("perf_event_open", 298, 0, 0, -1, -1, 0)
+sc("userfaultfd", 323, 0)
+sc("keyctl", 250, 0, -1, 0, 0, 0)
+sc("add_key", 248, 0, 0, 0, 0, 0)
+sc("kexec_load", 246, 0, 0, 0, 0)
+sc("init_module", 175, 0, 0, 0)
+try:
+    fcntl.ioctl(0, termios.TIOCSTI, b"x"); print("TIOCSTI OK")
+except OSError as e: print("TIOCSTI", errno.errorcode[e.errno])
+'
+
+@test "seccomp: namespaces, mount, ptrace, bpf, keys, kexec, modules, TIOCSTI are EPERM" {
+	for b in local sandboxd; do
+		run -0 out "$b" python "$SECCOMP_PROBE"
+		echo "$b: $output"
+		stdout=$(jq -r .stdout <<<"$output")
+		[ "$(grep -c ' EPERM$' <<<"$stdout")" -eq 13 ]
+	done
+}
+
+@test "limits: a thread bomb stops at the sandbox's task cap, and the run completes" {
+	prog='
+import threading, time
+n = 0
+try:
+    for i in range(2000):
+        threading.Thread(target=time.sleep, args=(3,), daemon=True).start(); n += 1
+except RuntimeError: pass
+print(n)'
+	for b in local sandboxd; do
+		run -0 out "$b" python "$prog"
+		echo "$b: $output"
+		n=$(jq -r .stdout <<<"$output")
+		# the cap is 64 tasks: the program, and 63 threads at most
+		[ "$n" -ge 32 ] && [ "$n" -lt 64 ]
+		jq -e '.exit_code==0 and (.limits=="rlimit" or .limits=="cgroup")' <<<"$output"
+	done
+}
+
+# The cap is the sandbox's own: threads its user runs elsewhere on the host
+# do not count (before, a busy host made runs fail with exit 71).
+@test "limits: 400 threads of the sandbox user elsewhere on the host do not stop a run" {
+	[ "$(id -u)" = 0 ] || skip "starts threads as nobody, which needs root"
+	setpriv --reuid=nobody --regid=nogroup --clear-groups /usr/bin/python3 -c '
+import threading, time
+for i in range(400): threading.Thread(target=time.sleep, args=(20,), daemon=True).start()
+time.sleep(20)' 3>&- &
+	local busy=$!
+	sleep 1
+	for b in local sandboxd; do
+		run out "$b" bash 'echo ran'
+		echo "$b: $output"
+		jq -e '.stdout=="ran\n"' <<<"$output"
+	done
+	kill "$busy"
+}
+
+@test "limits: several children cannot together exceed the sandbox's memory" {
+	prog='
+import os
+kids = []
+for i in range(5):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            b = bytearray(400 << 20); b[::4096] = b"x" * len(b[::4096]); os._exit(0)
+        except MemoryError: os._exit(3)
+    kids.append(pid)
+print(sum(1 for p in kids if os.waitpid(p, 0)[1] == 0))'
+	for b in local sandboxd; do
+		run -0 out "$b" python "$prog" 30
+		echo "$b: $output"
+		if [ "$(jq -r .limits <<<"$output")" != cgroup ]; then
+			skip "no delegated cgroup v2 subtree here: memory is limited per process only"
+		fi
+		# at most one 400 MiB child fits the default 512 MiB
+		[ "$(jq -r .stdout <<<"$output")" -le 1 ]
+	done
+}
+
+@test "limits: NYX_CGROUP that is not a usable cgroup v2 subtree fails closed (71)" {
+	NYX_CGROUP=/nonexistent run -71 --separate-stderr code-exec --backend local -l bash -e 'echo ran'
+	jq_ok '.type=="error" and .code=="LOCAL_ISOLATION_UNAVAILABLE" and (.message|contains("NYX_CGROUP=/nonexistent"))'
+	NYX_CGROUP=$BATS_TEST_TMPDIR run -71 code-exec --backend local -l bash -e 'echo ran'
+}
+
+@test "escape: setsid and a double fork do not outlive the timeout" {
+	local canary
+	for b in local sandboxd; do
+		canary="outlive-$RANDOM$RANDOM"
+		run out "$b" bash "setsid bash -c 'exec -a $canary sleep 60' & (bash -c 'exec -a $canary-2 sleep 60' &) ; sleep 60" 2
+		echo "$b: $output"
+		sleep 0.5
+		not pgrep -f "$canary"
+	done
+}
+
+@test "escape: host files, \$HOME, host processes and the network, through nyx-sandboxd" {
+	echo "host secret" >"$HOME/secret.txt"
+	port=${NYX_TEST_BASE##*:}
+	run -0 out sandboxd python "
+import os, socket
+try:
+    socket.create_connection(('127.0.0.1', $port), timeout=2); print('net: connected')
+except OSError: print('net: refused')
+print('home:', os.path.exists('$HOME/secret.txt'), os.path.exists('$HOME'))
+print('host pid visible:', os.path.exists('/proc/$$'))
+print('pids:', len([p for p in os.listdir('/proc') if p.isdigit()]))
+print('etc:', sorted(os.listdir('/etc')))"
+	out=$(jq -r .stdout <<<"$output")
+	[[ $out == *"net: refused"* ]]
+	[[ $out == *"home: False False"* ]]
+	[[ $out == *"host pid visible: False"* ]]
+	[[ $out == *"pids: 2"* ]]
+	[[ $out != *passwd* && $out != *shadow* ]]
+}
