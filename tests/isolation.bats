@@ -111,16 +111,20 @@ post() {
 # ---- the local sandbox (WIRE 6, revision 2) ----
 
 @test "sandbox: no new user namespace inside (unshare -Ur fails)" {
-	run -0 code-exec --backend local -l bash -e 'unshare -Ur true 2>/dev/null && echo ESCAPED || echo refused'
-	jq_ok '.output.stdout=="refused\n"'
+	for b in local sandboxd; do
+		run -0 out "$b" bash 'unshare -Ur true 2>/dev/null && echo ESCAPED || echo refused'
+		jq -e '.stdout=="refused\n"' <<<"$output"
+	done
 }
 
 @test "sandbox: /tmp and /sandbox are sized tmpfs (64 MiB, NYX_SANDBOX_TMPFS_MB)" {
-	prog='for d in /tmp /sandbox; do dd if=/dev/zero of=$d/fill bs=1M count=40 2>/dev/null; echo "$d $(( $(stat -c %s $d/fill) / 1048576 ))"; done'
+	prog='for d in /tmp /sandbox; do dd if=/dev/zero of=$d/fill bs=1M count=80 2>/dev/null; echo "$d $(( $(stat -c %s $d/fill) / 1048576 ))"; done'
 	NYX_SANDBOX_TMPFS_MB=16 run -0 code-exec --backend local -l bash -e "$prog"
 	jq_ok '.output.stdout=="/tmp 16\n/sandbox 16\n"'
-	run -0 code-exec --backend local -l bash -e 'df -k /tmp /sandbox | awk "NR>1 {print \$2}"'
-	jq_ok '.output.stdout=="65536\n65536\n"'
+	for b in local sandboxd; do
+		run -0 out "$b" bash "$prog"
+		jq -e '.stdout=="/tmp 64\n/sandbox 64\n"' <<<"$output"
+	done
 }
 
 @test "sandbox: nothing of a run is left on the host, even after kill -9 of the client" {
@@ -288,4 +292,22 @@ print('etc:', sorted(os.listdir('/etc')))"
 	[[ $out == *"host pid visible: False"* ]]
 	[[ $out == *"pids: 2"* ]]
 	[[ $out != *passwd* && $out != *shadow* ]]
+}
+
+@test "escape: a program of nyx-sandboxd dies with the server, even after kill -9" {
+	local d="$BATS_TEST_TMPDIR/srv" canary="srv-orphan-$RANDOM$RANDOM" pid port
+	mkdir -p "$d"
+	render "$FIX/worlds/principals.yaml" "$FIX/code-exec/routes.yaml" >"$d/world.yaml"
+	nyx-sandboxd --world "$d/world.yaml" --port-file "$d/port" 2>"$d/stderr" 3>&- &
+	pid=$!
+	for _ in $(seq 1 100); do [ -s "$d/port" ] && break; sleep 0.05; done
+	port=$(cat "$d/port")
+	NYX_TEST_BASE=http://127.0.0.1:$port post "$ALICE" execute \
+		"{\"language\":\"bash\",\"script\":\"exec -a $canary sleep 60\",\"timeout_secs\":60}" >/dev/null 3>&- &
+	for _ in $(seq 1 50); do pgrep -f "$canary" >/dev/null && break; sleep 0.1; done
+	pgrep -f "$canary"
+	kill -9 "$pid"
+	wait "$pid" 2>/dev/null || true
+	sleep 0.5
+	not pgrep -f "$canary"
 }
