@@ -25,7 +25,9 @@ struct xfer {
 	struct nyx_http_resp *resp;
 	size_t max_body;
 	size_t received;
+	size_t header_bytes;
 	bool too_large;
+	bool headers_too_large;
 	jv_parser *parser; /* with parse_json, until the document is done */
 	struct nyx_json_strict *strict; /* beside it: WIRE.md 1 */
 	int ndocs;
@@ -203,6 +205,11 @@ on_header(char *p, size_t sz, size_t nm, void *ud)
 	size_t n = sz * nm, klen;
 	const char *colon;
 
+	x->header_bytes += n;
+	if (x->header_bytes > NYX_HTTP_MAX_HEADERS) {
+		x->headers_too_large = true;
+		return 0; /* ends the transfer */
+	}
 	if (n >= 5 && strncmp(p, "HTTP/", 5) == 0) {
 		/* a new status line (after 1xx): forget earlier headers */
 		r->hdr_names[0] = '\0';
@@ -400,6 +407,27 @@ reason(CURL *c, CURLcode rc, const char *errbuf, char *out, size_t n)
 		snprintf(out, n, "%s", m);
 }
 
+/*
+ * libcurl refuses one header line over its own limit (100 KiB) before
+ * on_header sees it: CURLE_OUT_OF_MEMORY in 7.x, CURLE_TOO_LARGE in 8.6
+ * and later.  After a status line and before any body byte, that is the
+ * server's oversized answer, not this process's memory.
+ */
+static bool
+header_line_too_large(CURL *c, CURLcode rc, const struct xfer *x)
+{
+	long status = 0;
+
+	if (rc != CURLE_OUT_OF_MEMORY
+#if LIBCURL_VERSION_NUM >= 0x080600
+	    && rc != CURLE_TOO_LARGE
+#endif
+	)
+		return false;
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	return status > 0 && x->received == 0;
+}
+
 /* Classify a finished transfer; returns 0 when an HTTP answer is usable. */
 static int
 finish(CURL *c, CURLcode rc, struct xfer *x, struct nyx_http *h)
@@ -431,10 +459,16 @@ finish(CURL *c, CURLcode rc, struct xfer *x, struct nyx_http *h)
 		jv_free(r->json);
 		r->json = jv_invalid();
 	}
-	if (x->too_large || rc == CURLE_FILESIZE_EXCEEDED) {
+	if (x->headers_too_large || header_line_too_large(c, rc, x)) {
 		r->fail = NYX_HTTP_TOO_LARGE;
 		snprintf(r->errmsg, sizeof(r->errmsg),
-		    "response body exceeds %zu bytes", x->max_body);
+		    "headers over the size limit (%u bytes)",
+		    NYX_HTTP_MAX_HEADERS);
+		nyx_buf_free(&r->body);
+	} else if (x->too_large || rc == CURLE_FILESIZE_EXCEEDED) {
+		r->fail = NYX_HTTP_TOO_LARGE;
+		snprintf(r->errmsg, sizeof(r->errmsg),
+		    "a body over the size limit (%zu bytes)", x->max_body);
 		nyx_buf_free(&r->body);
 	} else if (rc != CURLE_OK) {
 		r->fail = rc == CURLE_OPERATION_TIMEDOUT ? NYX_HTTP_TIMEOUT

@@ -26,6 +26,8 @@
 
 #define NYX_HTTP_MAX_BODY (1024u * 1024u)
 #define NYX_HTTP_EXCHANGE_MS 15000L
+/* the whole header block of an answer (WIRE 1): more is NYX_HTTP_TOO_LARGE */
+#define NYX_HTTP_MAX_HEADERS (64u * 1024u)
 /* A base URL longer than this is a configuration error (78). */
 #define NYX_BASE_URL_MAX 400
 
@@ -33,7 +35,7 @@ enum nyx_http_fail {
 	NYX_HTTP_OK = 0,
 	NYX_HTTP_TRANSPORT, /* refused, reset, DNS, TLS, dropped */
 	NYX_HTTP_TIMEOUT, /* the exchange's time bound passed */
-	NYX_HTTP_TOO_LARGE, /* the body exceeded max_body */
+	NYX_HTTP_TOO_LARGE, /* the body exceeded max_body, or the headers 64 KiB */
 };
 
 struct nyx_http_req {

@@ -51,9 +51,8 @@ classify(const char *path, const char *url, const struct nyx_http_resp *r,
 		f->exit = NYX_EXIT_PROTOCOL;
 		snprintf(f->message, sizeof(f->message),
 		    "The NyxID route "
-		    "inventory could not be read: GET %s answered with a body "
-		    "over the size limit.",
-		    path);
+		    "inventory could not be read: GET %s answered with %s.",
+		    path, r->errmsg);
 		return -1;
 	}
 	if (rc < 0) {

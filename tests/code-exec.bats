@@ -421,6 +421,12 @@ exec_fault() {
 	jq_ok '.error.code=="code_execution_response_too_large"'
 }
 
+@test "headers over 64 KiB are refused (76), not taken for an outage" {
+	big=$(head -c 300000 /dev/zero | tr '\0' a)
+	exec_fault 76 "{path: \"/api/v1/proxy/*\", status: 200, body: \"{}\", headers: {X-Big: \"$big\"}}"
+	jq_ok '.error.code=="code_execution_response_too_large" and .exit==76'
+}
+
 @test "malformed 2xx bodies are code_execution_response_invalid (76)" {
 	E='{path: "/api/v1/proxy/*", status: 200'
 	for body in \

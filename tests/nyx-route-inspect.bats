@@ -486,6 +486,29 @@ EOF2
 	[[ $(last_line | jq -r .blocker.message) == *"keys_response_malformed"* ]]
 }
 
+# WIRE 1 (rev 2): headers past the limit are a protocol error, not an
+# outage: one 300 KB line (over libcurl's own line limit) or many lines
+# over 64 KiB together.
+@test "response headers over 64 KiB are refused (76), one line or many" {
+	reset_world "$R/compliant.yaml"
+	big=$(head -c 300000 /dev/zero | tr '\0' a)
+	printf 'faults:\n  - {path: /api/v1/keys, status: 200, body: "[]", headers: {X-Big: "%s"}}\n' "$big" | put_faults
+	run -76 inspect "$ALICE"
+	[[ $(last_line | jq -r .blocker.message) == *"headers over the size limit"* ]]
+	line=$(head -c 8000 /dev/zero | tr '\0' b)
+	{
+		printf 'faults:\n  - {path: /api/v1/keys, status: 200, body: "[]", headers: {'
+		for i in $(seq 1 9); do printf 'X-H%d: "%s", ' "$i" "$line"; done
+		printf 'X-End: "1"}}\n'
+	} | put_faults
+	run -76 inspect "$ALICE"
+	[[ $(last_line | jq -r .blocker.message) == *"headers over the size limit"* ]]
+	# below the limit, the headers are read and the body judged
+	printf 'faults:\n  - {path: /api/v1/keys, status: 200, body: "[]", headers: {X-H: "%s"}}\n' "$line" | put_faults
+	run -76 inspect "$ALICE"
+	[[ $(last_line | jq -r .blocker.message) == *"keys_response_malformed"* ]]
+}
+
 @test "the default inventory cap is 64 MiB: a 3 MiB inventory is read (WIRE 4.1, rev 2)" {
 	reset_world "$R/compliant.yaml"
 	printf 'faults:\n  - {path: /api/v1/keys, body_bytes: 3145728}\n' | put_faults

@@ -515,7 +515,11 @@ nyx_srv_start(
 	        MHD_USE_THREAD_PER_CONNECTION | (v6 ? MHD_USE_IPv6 : 0),
 	    0, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR,
 	    (struct sockaddr *)&ss, MHD_OPTION_NOTIFY_COMPLETED, completed, s,
-	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120, MHD_OPTION_END);
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120,
+	    /* room for a fault plan's oversized headers (WIRE 1): MHD builds
+	     * the whole header block in the connection's pool */
+	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(1u << 20),
+	    MHD_OPTION_END);
 	if (s->d == NULL) {
 		nyx_err_set(err, NYX_EXIT_OSERR, "listen_failed",
 		    "cannot listen on %s", o->listen);
