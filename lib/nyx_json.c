@@ -48,6 +48,13 @@ struct nyx_json_strict {
 	bool want_key[NYX_JSON_MAX_DEPTH + 1];
 	/* inside a string */
 	bool in_str, is_key, esc;
+	/* a key ended: only blanks and ':' may follow (libjq 1.6 leaks the
+	 * key when anything else does, so it never sees that) */
+	bool colon_due;
+	/* a value ended inside a container: only blanks, ',' and the close
+	 * may follow (libjq 1.6 leaks a second value that does not) */
+	bool value_end;
+	bool in_lit; /* inside a number, true, false or null */
 	int uhex; /* hex digits of \uXXXX still to read, 0 when none */
 	unsigned ucode, hi_surrogate;
 	struct nyx_buf key; /* the key being decoded */
@@ -226,6 +233,8 @@ string_byte(struct nyx_json_strict *c, unsigned char b)
 	}
 	if (b == '"') {
 		c->in_str = false;
+		c->colon_due = c->is_key;
+		c->value_end = !c->is_key;
 		return c->is_key ? key_done(c) : 0;
 	}
 	if (b == 0)
@@ -252,6 +261,40 @@ nyx_json_strict_feed(struct nyx_json_strict *c, const char *p, size_t n)
 				return -1;
 			continue;
 		}
+		if (b == ' ' || b == '\t' || b == '\n' || b == '\r') {
+			if (c->in_lit) {
+				c->in_lit = false;
+				c->value_end = true;
+			}
+			continue;
+		}
+		if (c->colon_due && b != ':')
+			return refuse(c, "an object key without ':'");
+		if ((b >= '0' && b <= '9') || (b >= 'a' && b <= 'z') ||
+		    (b >= 'A' && b <= 'Z') || b == '.' || b == '+' ||
+		    b == '-') {
+			if (c->value_end && c->depth > 0)
+				return refuse(c, "two values without ','");
+			c->in_lit = true;
+			continue;
+		}
+		if (b == 0)
+			return refuse(c, "a NUL byte");
+		if (b != '"' && b != '{' && b != '[' && b != '}' && b != ']' &&
+		    b != ':' && b != ',')
+			/* a control character (libjq 1.6 takes RS for a
+			 * record separator and resets mid-buffer), a byte
+			 * over 0x7f, or punctuation JSON has no use for */
+			return refuse(
+			    c, "a character JSON does not allow here");
+		if (c->in_lit) {
+			c->in_lit = false;
+			c->value_end = true;
+		}
+		if (c->value_end && c->depth > 0 && b != ',' && b != ']' &&
+		    b != '}')
+			return refuse(c, "two values without ','");
+		c->value_end = false;
 		switch (b) {
 		case '"':
 			c->in_str = true;
@@ -273,8 +316,10 @@ nyx_json_strict_feed(struct nyx_json_strict *c, const char *p, size_t n)
 		case ']':
 			if (c->depth > 0)
 				jv_free(c->keys[c->depth--]);
+			c->value_end = true;
 			break;
 		case ':':
+			c->colon_due = false;
 			if (c->depth > 0)
 				c->want_key[c->depth] = false;
 			break;
@@ -284,8 +329,6 @@ nyx_json_strict_feed(struct nyx_json_strict *c, const char *p, size_t n)
 				    jv_get_kind(c->keys[c->depth]) ==
 				    JV_KIND_OBJECT;
 			break;
-		case 0:
-			return refuse(c, "a NUL byte");
 		default:
 			break;
 		}
@@ -382,6 +425,12 @@ nyx_json_reader_next(struct nyx_json_reader *r, jv *out, struct nyx_err *err)
 			return -1;
 		}
 		jv_free(v);
+		if (jv_parser_remaining(r->p) > 0)
+			/* libjq stopped mid-buffer without a value or a
+			 * message: never hand it the next buffer */
+			return nyx_err_set(err, NYX_EXIT_DATAERR,
+			    "input_invalid_json", "%s is not valid JSON",
+			    r->name);
 		if (r->eof)
 			return 0;
 		n = read(r->fd, r->buf, sizeof(r->buf));

@@ -270,6 +270,17 @@ open('work.txt', 'w').write('ok'); print('work: writable')
 		run -65 --separate-stderr sync_run -l bash -e x <"$BATS_TEST_TMPDIR/edited"
 		jq_ok '.code=="admission_invalid" and (.message|contains("rerun nyx-route-inspect"))'
 	done
+	# found by fuzzing: an RS byte made libjq reset mid-buffer and the
+	# next read abort the tool; two values without ',' leaked
+	{
+		printf '{"a":1}\036{"b":"'
+		head -c 70000 /dev/zero | tr '\0' x
+		printf '"}\n'
+	} >"$BATS_TEST_TMPDIR/rs"
+	run -65 --separate-stderr sync_run -l bash -e x <"$BATS_TEST_TMPDIR/rs"
+	jq_ok '.code=="input_invalid_json"'
+	run -65 --separate-stderr sync_run -l bash -e x <<<'{"v":1,"type":"x" "y"}'
+	jq_ok '.code=="input_invalid_json"'
 	[ "$(request_count)" -eq 0 ]
 }
 

@@ -292,6 +292,31 @@ test_strict_json(void)
 	SC("{\"slug\":\"chrono\\u0000-sandbox\"}", false,
 	    "an escaped U+0000 in a string");
 	SC("{\"slug\":\"a\0b\"}", false, "a raw NUL byte");
+	SC("{\"phase\"\"x\"}", false,
+	    "a key followed by a string, not ':' (libjq 1.6 leaked it)");
+	SC("{\"a\" 1}", false, "a key followed by a value");
+	SC("{ \"a\" \t\n: 1 , \"b\" :2}", true, "blanks around ':'");
+	SC("{\"a\":\"x\"\"y\"}", false,
+	    "two strings without ',' (libjq 1.6 leaked the second)");
+	SC("[1 \"x\"]", false, "a number then a string");
+	SC("[[] {}]", false, "two containers without ','");
+	SC("[true null]", false, "two literals without ','");
+	SC("[1\036]", false,
+	    "an RS outside a string (libjq 1.6 reset mid-buffer)");
+	SC("\xef\xbb\xbf{}", false, "a byte over 0x7f outside a string");
+	SC("{\"a\":1;}", false, "punctuation JSON has no use for");
+	SC("[1, -2.5e+3 ,true,[null],{\"a\":[]}]", true,
+	    "numbers, literals and containers with ','");
+	{
+		/* the stdin reader's checker sees a stream of documents */
+		static const char docs[] = "{\"a\":1}\n{\"a\":2} [3]\"s\"";
+		struct nyx_json_strict *sc = nyx_json_strict_new();
+
+		CHECK(nyx_json_strict_feed(sc, docs, sizeof(docs) - 1) == 0 &&
+		        nyx_json_strict_end(sc) == 0,
+		    "documents one after another at the top level");
+		nyx_json_strict_free(sc);
+	}
 	SC("{\"slug\":\"\xff\"}", false, "invalid UTF-8");
 	SC("{\"slug\":\"\xc0\xaf\"}", false, "an overlong");
 	SC("{\"slug\":\"\xed\xa0\x80\"}", false, "an encoded surrogate");
