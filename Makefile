@@ -124,8 +124,47 @@ chaos: all
 	    CHAOS_N=$(N) CHAOS_SEED=$(SEED) CHAOS_FIRST=$(FIRST) \
 	    bats --tap tests/chaos.bats
 
-# The README's test command: lint, the suite, the suite again under ASan.
-test: lint check asan
+# The README's test command: lint, the suite, the suite again under ASan,
+# and the fuzz corpora replayed.
+test: lint check asan fuzz-replay
+
+# ---- fuzzing (tests/fuzz/, libFuzzer) ----
+# make fuzz FUZZ_SECONDS=3600 runs each target that long; what it finds
+# goes to build/fuzz/corpus/ (new inputs) and build/fuzz/artifacts/
+# (crashes).  make fuzz-replay runs every checked-in seed once.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_O := build/fuzz
+FUZZ_CFLAGS := -O1 -g -fno-omit-frame-pointer \
+	-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
+fuzzers: $(FUZZ_TARGETS:%=$(O)/fuzz/%)
+$(O)/fuzz/%: $(O)/obj/tests/fuzz/%.o $(O)/libsandboxd.a $(O)/libnyx.a
+	@mkdir -p $(@D)
+	@$(QCC) LD $@
+	$(Q)$(CC) $(NYX_CFLAGS) $(CFLAGS) -fsanitize=fuzzer $(LDFLAGS) -o $@ $^ \
+	    $(SRV_LIBS) $(LIBS) $(LDLIBS)
+fuzz-build:
+	$(MAKE) O=$(FUZZ_O) CC=clang CFLAGS='$(FUZZ_CFLAGS)' fuzzers
+fuzz: fuzz-build
+	@mkdir -p $(FUZZ_O)/artifacts
+	@for t in $(FUZZ_TARGETS); do \
+	    mkdir -p $(FUZZ_O)/corpus/$$t; \
+	    echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
+	    $(FUZZ_O)/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) \
+	        -print_final_stats=1 -artifact_prefix=$(FUZZ_O)/artifacts/$$t- \
+	        $(FUZZ_O)/corpus/$$t tests/fuzz/corpus/$$t 2>$(FUZZ_O)/$$t.log \
+	        || { tail -40 $(FUZZ_O)/$$t.log; exit 1; }; \
+	    grep -E '^stat::(number_of_executed_units|peak_rss_mb)|cov: ' \
+	        $(FUZZ_O)/$$t.log | tail -3; \
+	done
+fuzz-replay: fuzz-build
+	@for t in $(FUZZ_TARGETS); do \
+	    n=$$(ls tests/fuzz/corpus/$$t | wc -l); \
+	    $(FUZZ_O)/fuzz/$$t -runs=0 tests/fuzz/corpus/$$t \
+	        >$(FUZZ_O)/$$t.replay.log 2>&1 \
+	        || { tail -40 $(FUZZ_O)/$$t.replay.log; exit 1; }; \
+	    echo "fuzz-replay: $$t: $$n seeds, no crash"; \
+	done
 
 ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
 	-fno-sanitize-recover=all
@@ -146,7 +185,7 @@ valgrind-check: all
 # ---- lint ----
 BANNED := sprintf|vsprintf|strcpy|strcat|strncat|strncpy|gets|strtok|atoi|atol|atof|system|popen|signal
 CSRC := $(wildcard cmd/*.c cmd/*/*.c cmd/*/*.h lib/*.c lib/*.h tests/unit/*.c \
-	tests/unit/*.h tests/fixtures/*/*.c bench/*.c)
+	tests/unit/*.h tests/fuzz/*.c tests/fuzz/*.h tests/fixtures/*/*.c bench/*.c)
 SHSRC := $(wildcard tests/helpers/*.bash bench/*.sh examples/*.sh .ci/run) completions/bash/nyx
 lint:
 	clang-format --dry-run -Werror $(CSRC)
@@ -172,7 +211,7 @@ DEBS := build-essential pkg-config libcurl4-openssl-dev libjq-dev libonig-dev \
 	libyaml-dev libssl-dev libsqlite3-dev libmicrohttpd-dev libseccomp-dev \
 	bubblewrap \
 	bats bats-assert bats-support jq curl python3 nodejs node-typescript sqlite3 \
-	mandoc cppcheck \
+	mandoc cppcheck clang libclang-rt-14-dev \
 	shellcheck clang-format valgrind zsh
 deps:
 	@if [ "$$(id -u)" = 0 ]; then \
@@ -204,4 +243,4 @@ uninstall:
 clean:
 	rm -rf build
 
-.PHONY: all test check chaos asan valgrind-check lint demo deps install uninstall clean
+.PHONY: all test check chaos fuzz fuzz-build fuzz-replay fuzzers asan valgrind-check lint demo deps install uninstall clean
