@@ -218,7 +218,7 @@ catch_up(struct nyx_ledger *l, int fd, const char *path, int64_t size,
 		id = nyx_json_peek_str(rec, "audit_id");
 		if (id != NULL && nyx_audit_hashes(rec, c, s) == 0 &&
 		    nyx_ledger_audit_index(
-		        l, id, c, s, covered + (int64_t)i + 1, err) < 0) {
+		        l, id, c, s, covered + (int64_t)i + 1, NULL, err) < 0) {
 			jv_free(rec);
 			nyx_buf_free(&b);
 			return -1;
@@ -229,11 +229,12 @@ catch_up(struct nyx_ledger *l, int fd, const char *path, int64_t size,
 	nyx_buf_free(&b);
 	/* a torn last line (no newline) stays unindexed */
 	return nyx_ledger_audit_index(
-	    l, NULL, NULL, NULL, covered + (int64_t)start, err);
+	    l, NULL, NULL, NULL, covered + (int64_t)start, NULL, err);
 }
 
-int
-nyx_audit_append(struct nyx_ledger *l, const char *state_dir, jv rec,
+/* Append; an intent named is deleted in the same commit as the index. */
+static int
+append(struct nyx_ledger *l, const char *state_dir, jv rec, const char *intent,
     enum nyx_audit_result *res, struct nyx_err *err)
 {
 	char path[700], content[65], semantic[65], oc[65], os[65];
@@ -319,7 +320,7 @@ nyx_audit_append(struct nyx_ledger *l, const char *state_dir, jv rec,
 		goto out;
 	}
 	if (nyx_ledger_audit_index(l, id, content, semantic,
-	        (int64_t)st.st_size + (int64_t)len, err) < 0)
+	        (int64_t)st.st_size + (int64_t)len, intent, err) < 0)
 		goto out;
 	*res = NYX_AUDIT_APPENDED;
 	rc = 0;
@@ -327,6 +328,13 @@ out:
 	free(line);
 	close(fd); /* releases the lock */
 	return rc;
+}
+
+int
+nyx_audit_append(struct nyx_ledger *l, const char *state_dir, jv rec,
+    enum nyx_audit_result *res, struct nyx_err *err)
+{
+	return append(l, state_dir, rec, NULL, res, err);
 }
 
 int
@@ -345,7 +353,7 @@ nyx_audit_replay_intent(struct nyx_ledger *l, const char *state_dir,
 		return nyx_err_set(err, NYX_EXIT_DATAERR, "intent_invalid",
 		    "the frozen audit intent %s is unreadable", id);
 	}
-	if (nyx_audit_append(l, state_dir, rec, &res, &e2) < 0) {
+	if (append(l, state_dir, rec, id, &res, &e2) < 0) {
 		jv_free(rec);
 		nyx_log(NYX_LOG_WARN, "audit intent %s stays frozen: %s", id,
 		    e2.message);
@@ -362,6 +370,8 @@ nyx_audit_replay_intent(struct nyx_ledger *l, const char *state_dir,
 		    id);
 		return 2;
 	}
+	if (res == NYX_AUDIT_APPENDED)
+		return 0; /* deleted with the index, in one commit */
 	rc = nyx_ledger_intent_done(l, id, err);
 	return rc < 0 ? -1 : 0;
 }

@@ -193,10 +193,13 @@ int nyx_ledger_intent_done(
  */
 int nyx_ledger_audit_lookup(struct nyx_ledger *l, const char *id,
     char content[65], char semantic[65], struct nyx_err *err);
-/* Index one record (id NULL: only move the covered length). */
+/*
+ * Index one record (id NULL: only move the covered length) and, when
+ * intent_done is given, delete that intent: one transaction.
+ */
 int nyx_ledger_audit_index(struct nyx_ledger *l, const char *id,
     const char *content, const char *semantic, int64_t covered,
-    struct nyx_err *err);
+    const char *intent_done, struct nyx_err *err);
 int nyx_ledger_audit_covered(
     struct nyx_ledger *l, int64_t *covered, struct nyx_err *err);
 int nyx_ledger_audit_reset(struct nyx_ledger *l, struct nyx_err *err);

@@ -133,17 +133,22 @@ nyx_ledger_audit_lookup(struct nyx_ledger *l, const char *id, char content[65],
 int
 nyx_ledger_audit_index(struct nyx_ledger *l, const char *id,
     const char *content, const char *semantic, int64_t covered,
-    struct nyx_err *err)
+    const char *intent_done, struct nyx_err *err)
 {
 	sqlite3_stmt *st;
+	/* one commit (one WAL sync) for the whole step, unless the caller
+	 * already holds a transaction */
+	bool own = sqlite3_get_autocommit(l->db) != 0;
 	int rc = SQLITE_DONE;
 
+	if (own && nyx_ledger_exec_sql(l, "BEGIN IMMEDIATE", err) < 0)
+		return -1;
 	if (id != NULL) {
 		if (sqlite3_prepare_v2(l->db,
 		        "INSERT OR IGNORE INTO audit_index (audit_id, "
 		        "content_hash, semantic_hash) VALUES (?, ?, ?)",
 		        -1, &st, NULL) != SQLITE_OK)
-			return nyx_ledger_db_fail(l, err, "audit index");
+			goto fail;
 		nyx_ledger_bind_text(st, 1, id);
 		nyx_ledger_bind_text(st, 2, content);
 		nyx_ledger_bind_text(st, 3, semantic);
@@ -155,12 +160,32 @@ nyx_ledger_audit_index(struct nyx_ledger *l, const char *id,
 	        "INSERT OR REPLACE INTO audit_meta (k, v) VALUES "
 	        "('covered', ?)",
 	        -1, &st, NULL) != SQLITE_OK)
-		return nyx_ledger_db_fail(l, err, "audit index");
+		goto fail;
 	sqlite3_bind_int64(st, 1, covered);
 	rc = sqlite3_step(st);
 	sqlite3_finalize(st);
-	return rc == SQLITE_DONE ? 0
-	                         : nyx_ledger_db_fail(l, err, "audit index");
+	if (rc != SQLITE_DONE)
+		goto fail;
+	if (intent_done != NULL) {
+		if (sqlite3_prepare_v2(l->db,
+		        "DELETE FROM audit_intents WHERE audit_id = ?", -1, &st,
+		        NULL) != SQLITE_OK)
+			goto fail;
+		nyx_ledger_bind_text(st, 1, intent_done);
+		rc = sqlite3_step(st);
+		sqlite3_finalize(st);
+		if (rc != SQLITE_DONE)
+			goto fail;
+	}
+	if (own && nyx_ledger_exec_sql(l, "COMMIT", err) < 0)
+		goto rollback;
+	return 0;
+fail:
+	nyx_ledger_db_fail(l, err, "audit index");
+rollback:
+	if (own)
+		sqlite3_exec(l->db, "ROLLBACK", NULL, NULL, NULL);
+	return -1;
 }
 
 int

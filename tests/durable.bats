@@ -427,6 +427,9 @@ wait_in_background() {
 	# SQLite's own companions are checked before it opens them
 	rm "$NYX_STATE_DIR/ledger.db"
 	run -0 exec-status --list
+	# the WAL outlives a run (no checkpoint on close): plant the link
+	# where the next open looks for it
+	rm -f "$NYX_STATE_DIR/ledger.db-wal"
 	ln -s "$BATS_TEST_TMPDIR/victim" "$NYX_STATE_DIR/ledger.db-wal"
 	run -73 exec-status --list
 	[ "$(cat "$BATS_TEST_TMPDIR/victim")" = precious ]
