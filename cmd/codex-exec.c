@@ -453,18 +453,13 @@ main(int argc, char **argv)
 	struct nyx_err err = NYX_ERR_ZERO;
 	struct nyx_common cm;
 	struct opts o;
-	int idx, code, nargs, i;
+	int idx, code, nargs;
 
 	memset(&o, 0, sizeof(o));
 	nyx_cli_init("codex-exec");
+	/* "approve ID --yes": options come anywhere (PRODUCT 2) */
 	idx = nyx_cli_parse(argc, argv, &spec, &o, &cm);
-	/* "approve ID --yes": options stop at the verb, take --yes after it */
-	for (nargs = 0, i = idx; i < argc; i++) {
-		if (strcmp(argv[i], "--yes") == 0)
-			o.yes = true;
-		else
-			argv[idx + nargs++] = argv[i];
-	}
+	nargs = argc - idx;
 	if (nargs > 0) {
 		const char *verb = argv[idx];
 

@@ -355,7 +355,7 @@ parse_secs(const char *v, const char *what, long *ms, struct nyx_err *err)
 	errno = 0;
 	n = strtol(v, &end, 10);
 	if (errno != 0 || end == v || *end != '\0' || n < 1 || n > 3600)
-		return nyx_err_set(err, NYX_EXIT_USAGE, "timeout_invalid",
+		return nyx_err_set(err, NYX_EXIT_USAGE, "max_time_invalid",
 		    "%s must be a whole number of seconds from 1 to 3600",
 		    what);
 	*ms = n * 1000;
@@ -525,8 +525,8 @@ nyx_settings_resolve(
 		goto out;
 	}
 
-	if (c->timeout != NULL) {
-		if (parse_secs(c->timeout, "--timeout", &s->timeout_ms, err) <
+	if (c->max_time != NULL) {
+		if (parse_secs(c->max_time, "--max-time", &s->timeout_ms, err) <
 		    0)
 			goto out;
 	} else if (nyx_json_kind(prof, "timeout") == JV_KIND_NUMBER) {

@@ -28,7 +28,8 @@ struct nyx_common {
 	const char *token_file;
 	const char *exec_token_file;
 	const char *state_dir;
-	const char *timeout; /* seconds, validated by nyx_settings_resolve */
+	const char *
+	    max_time; /* --max-time seconds, validated by nyx_settings_resolve */
 	int verbose;
 	int quiet;
 	bool pretty;

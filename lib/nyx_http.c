@@ -634,10 +634,37 @@ nyx_http_check_base_url(const char *url, struct nyx_err *err)
 	}
 	if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK ||
 	    curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
-	    curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK) {
+	    curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
+	    *host == '\0') {
 		nyx_err_set(err, NYX_EXIT_CONFIG, "base_url_invalid",
-		    "the base URL is not a valid absolute URL");
+		    "the base URL is not a valid absolute URL with a host "
+		    "(write it as https://HOST[:PORT][/PATH])");
 		goto out;
+	}
+	{
+		/* the authority: libcurl takes "host:" for the default port */
+		const char *a = strstr(url, "://"), *end;
+		size_t n;
+
+		a = a ? a + 3 : url;
+		n = strcspn(a, "/?#");
+		end = a + n;
+		if (n > 0 && end[-1] == ':') {
+			nyx_err_set(err, NYX_EXIT_CONFIG, "base_url_invalid",
+			    "the base URL has an empty port: write the port "
+			    "after ':' (http://127.0.0.1:8080), or leave out "
+			    "the ':'");
+			goto out;
+		}
+		/* the tools add /api/v1 themselves */
+		n = strlen(url);
+		if (n >= 7 && strcmp(url + n - 7, "/api/v1") == 0) {
+			nyx_err_set(err, NYX_EXIT_CONFIG, "base_url_invalid",
+			    "the base URL ends in /api/v1, which the tools add "
+			    "themselves: write %.*s (without /api/v1)",
+			    (int)(n - 7), url);
+			goto out;
+		}
 	}
 	curl_url_get(u, CURLUPART_USER, &user, 0);
 	curl_url_get(u, CURLUPART_QUERY, &query, 0);

@@ -68,7 +68,7 @@ trial() {
 		# python, not bash: code-exec.bats counts nobody's bash
 		# processes after its fork bomb, and this file runs beside it
 		src="import sys, time; time.sleep(0.$(pick 8)); print(\"out-$T-$i\"); sys.exit($(($(pick 4) == 0)))"
-		cmd[i]="code-exec --durable --timeout 1 --request-id chaos-$SEED-$T-$i -l python -e '$src'"
+		cmd[i]="code-exec --durable --max-time 1 --request-id chaos-$SEED-$T-$i -l python -e '$src'"
 		eval "exec ${cmd[i]}" >"$dir/out.$i.first" 2>&1 </dev/null 3>&- &
 		pids[i]=$!
 	done

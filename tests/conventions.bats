@@ -177,14 +177,14 @@ EOF2
 	[ -z "$(find "$d" -type f -o -type l)" ]
 }
 
-@test "--timeout takes whole seconds 1..3600 on every network tool (64)" {
+@test "--max-time takes whole seconds 1..3600 on every network tool (64)" {
 	for t in 0 abc 3601 1.5; do
-		run -64 nyx-route-inspect --timeout "$t" --base-url http://127.0.0.1:1
-		jq_ok '.code=="timeout_invalid" and .exit==64'
-		run -64 nyx-route-converge --timeout "$t" --base-url http://127.0.0.1:1 </dev/null
-		jq_ok '.code=="timeout_invalid"'
-		run -64 code-exec --sync --timeout "$t" --base-url http://127.0.0.1:1 -l bash -e x </dev/null
-		jq_ok '.code=="timeout_invalid"'
+		run -64 nyx-route-inspect --max-time "$t" --base-url http://127.0.0.1:1
+		jq_ok '.code=="max_time_invalid" and .exit==64'
+		run -64 nyx-route-converge --max-time "$t" --base-url http://127.0.0.1:1 </dev/null
+		jq_ok '.code=="max_time_invalid"'
+		run -64 code-exec --sync --max-time "$t" --base-url http://127.0.0.1:1 -l bash -e x </dev/null
+		jq_ok '.code=="max_time_invalid"'
 	done
 }
 
@@ -222,4 +222,60 @@ EOF2
 	jq_ok '.type=="error" and .exit==78 and (.message|contains("longer than 400"))'
 	run -78 --separate-stderr code-exec --sync --base-url "$long" --token-file "$tok" -l bash -e 'echo x' </dev/null
 	jq_ok '.exit==78'
+}
+
+# PRODUCT 2 (rev 2): options and operands in any order, as GNU getopt.
+@test "options may follow operands; -- ends the options" {
+	local h=h-0123456789abcdef01234567
+	# a flag after the handle is still a flag: the state dir it names
+	# is used (an empty one: the handle is unknown, 65)
+	run -65 --separate-stderr exec-status "$h" --state-dir "$BATS_TEST_TMPDIR/st" -q
+	jq_ok '.type=="error"'
+	[ -d "$BATS_TEST_TMPDIR/st" ]
+	# the verb, its operand and flags in any order
+	run -65 --separate-stderr codex-exec approve tool-approval:v1:0123456789abcdef --yes --state-dir "$BATS_TEST_TMPDIR/st"
+	run -65 --separate-stderr codex-exec --state-dir "$BATS_TEST_TMPDIR/st" approve --yes tool-approval:v1:0123456789abcdef
+	# after --, a word that looks like an option is an operand
+	run -64 --separate-stderr exec-status -- --wait
+	[[ $stderr == *"'--wait' is not a handle"* ]]
+	# a source file named after an option, after --
+	printf 'print(6*7)\n' >"$BATS_TEST_TMPDIR/-e"
+	cd "$BATS_TEST_TMPDIR"
+	run -0 code-exec --backend local -l python -- -e
+	jq_ok '.output.stdout=="42\n"'
+}
+
+@test "a near-miss long option gets a 'did you mean' (64)" {
+	run -64 --separate-stderr exec-status --lsit
+	[[ $stderr == *"unknown option '--lsit'; did you mean '--list'?"* ]]
+	run -64 --separate-stderr code-exec --timout-secs 5
+	[[ $stderr == *"did you mean '--timeout-secs'?"* ]]
+	run -64 --separate-stderr nyx-route-inspect --base-ulr x
+	[[ $stderr == *"did you mean '--base-url'?"* ]]
+	# nothing near: no guess
+	run -64 --separate-stderr exec-status --frobnicate
+	[[ $stderr != *"did you mean"* ]]
+}
+
+# PRODUCT 2 (rev 2): a base URL the tools cannot use is 78 before any
+# request, with what to write instead.
+@test "base URL: no host, an empty or invalid port, a query, userinfo or /api/v1 are 78 with a hint" {
+	tok=$(token_file "$(printf 'x.%s.y' "$(printf '{"sub":"u","token_type":"access"}' | base64 -w0 | tr '+/' '-_' | tr -d '=')")")
+	for u in 'http://127.0.0.1:' 'http://127.0.0.1:99999' 'http://127.0.0.1:x1' 'http://' \
+		'http://127.0.0.1:9/?a=1' 'http://127.0.0.1:9/#f' 'http://u:p@127.0.0.1:9'; do
+		run -78 --separate-stderr nyx-route-inspect --base-url "$u" --token-file "$tok"
+		jq_ok '.exit==78'
+	done
+	run -78 --separate-stderr nyx-route-inspect --base-url http://127.0.0.1:9/api/v1 --token-file "$tok"
+	jq_ok '.exit==78 and (.message|contains("http://127.0.0.1:9"))'
+	[[ $stderr == *"without /api/v1"* ]]
+	run -78 --separate-stderr nyx-route-inspect --base-url http://127.0.0.1:9/api/v1/ --token-file "$tok"
+	run -78 --separate-stderr code-exec --sync --base-url http://127.0.0.1: --token-file "$tok" -l bash -e x </dev/null
+}
+
+@test "--max-time bounds each exchange (PRODUCT 2, rev 2); --timeout is gone" {
+	run -64 --separate-stderr nyx-route-inspect --max-time 0 --base-url http://127.0.0.1:1
+	jq_ok '.code=="max_time_invalid"'
+	run -64 --separate-stderr nyx-route-inspect --timeout 5 --base-url http://127.0.0.1:1
+	[[ $stderr == *"unknown option '--timeout'; the bound on each exchange is now '--max-time'"* ]]
 }

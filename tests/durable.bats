@@ -118,7 +118,7 @@ uncertain_submit() {
 	r=$(rid "u$N")
 	printf 'faults:\n  - %s\n' "$rule" | put_faults
 	clear_requests
-	run -5 --separate-stderr code-exec --no-wait --timeout 2 --request-id "$r" -l bash -e 'echo once'
+	run -5 --separate-stderr code-exec --no-wait --max-time 2 --request-id "$r" -l bash -e 'echo once'
 	jq_ok '.type=="exec.receipt" and .operation_id==null and .status=="submitting"'
 	[[ $stderr == *"$code"* ]]
 	h=$(last_line | jq -r .handle)

@@ -301,10 +301,10 @@ inspect() {
 	[ "$(printf '%s\n' "$output" | jq -s 'map(select(.path=="/api/v1/user-services"))|length')" -eq 1 ]
 }
 
-@test "an exchange over --timeout is a transient timeout (75)" {
+@test "an exchange over --max-time is a transient timeout (75)" {
 	reset_world "$R/compliant.yaml"
 	printf 'faults:\n  - {path: /api/v1/keys, delay_ms: 2500}\n' | put_faults
-	run -75 inspect "$ALICE" --timeout 1
+	run -75 inspect "$ALICE" --max-time 1
 	[[ $(last_line | jq -r .blocker.message) == *"GET $NYX_TEST_BASE/api/v1/keys timed out: "* ]]
 	# the server answers the abandoned request later: let it land in the
 	# request log now, not in the next test's
@@ -326,7 +326,7 @@ inspect() {
 @test "a delay within the bound lets the request through" {
 	reset_world "$R/compliant.yaml"
 	printf 'faults:\n  - {path: /api/v1/keys, delay_ms: 300}\n' | put_faults
-	run -0 inspect "$ALICE" --timeout 5
+	run -0 inspect "$ALICE" --max-time 5
 	jq_ok '.status=="admitted"'
 }
 

@@ -104,7 +104,7 @@ static const char net_help[] =
     "      --token-file FILE   source-readable token (inventory, route "
     "writes)\n"
     "      --exec-token-file FILE  token sent on execution calls\n"
-    "      --timeout SECS      bound on each HTTP exchange\n";
+    "      --max-time SECS     bound on each HTTP exchange (1..3600)\n";
 
 static const char state_help[] =
     "State options:\n"
@@ -125,6 +125,65 @@ help(const struct nyx_cli_spec *spec)
 	    strcmp(prog, "nyx-sandboxd") == 0 ? "8" : "1");
 }
 
+/* Edit distance of two short words (options), a swap of two neighbours
+ * counting as one edit (optimal string alignment), capped at 9. */
+static int
+distance(const char *a, size_t na, const char *b, size_t nb)
+{
+	int d[64][64];
+	size_t i, j;
+
+	if (na >= 63 || nb >= 63)
+		return 9;
+	for (i = 0; i <= na; i++)
+		d[i][0] = (int)i;
+	for (j = 0; j <= nb; j++)
+		d[0][j] = (int)j;
+	for (i = 1; i <= na; i++)
+		for (j = 1; j <= nb; j++) {
+			int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+
+			if (d[i - 1][j] + 1 < best)
+				best = d[i - 1][j] + 1;
+			if (d[i][j - 1] + 1 < best)
+				best = d[i][j - 1] + 1;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] &&
+			    a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
+				best = d[i - 2][j - 2] + 1;
+			d[i][j] = best;
+		}
+	return d[na][nb] > 9 ? 9 : d[na][nb];
+}
+
+/* An unknown long option: name the renamed one, or the nearest. */
+__attribute__((noreturn)) static void
+unknown_long(const char *arg, const struct option *all)
+{
+	const char *name = arg + (strncmp(arg, "--", 2) == 0 ? 2 : 0);
+	size_t n = strcspn(name, "="), i;
+	const char *best = NULL;
+	int bestd = 9;
+
+	if (n == 7 && strncmp(name, "timeout", 7) == 0)
+		nyx_cli_usage("unknown option '%s'; the bound on each exchange "
+		              "is now '--max-time' (the program's own limit "
+		              "is '--timeout-secs')",
+		    arg);
+	for (i = 0; all[i].name != NULL; i++) {
+		int d = distance(name, n, all[i].name, strlen(all[i].name));
+
+		if (d < bestd) {
+			bestd = d;
+			best = all[i].name;
+		}
+	}
+	/* a guess only when it is close: two edits, one for words under 4 */
+	if (best != NULL && bestd <= (n >= 4 ? 2 : 1))
+		nyx_cli_usage(
+		    "unknown option '%s'; did you mean '--%s'?", arg, best);
+	nyx_cli_usage("unknown option '%s'", arg);
+}
+
 int
 nyx_cli_parse(int argc, char **argv, const struct nyx_cli_spec *spec, void *ctx,
     struct nyx_common *cm)
@@ -143,7 +202,7 @@ nyx_cli_parse(int argc, char **argv, const struct nyx_cli_spec *spec, void *ctx,
 	    {"token-file", required_argument, NULL, NYX_OPT_TOKEN_FILE},
 	    {"exec-token-file", required_argument, NULL,
 	        NYX_OPT_EXEC_TOKEN_FILE},
-	    {"timeout", required_argument, NULL, NYX_OPT_TIMEOUT},
+	    {"max-time", required_argument, NULL, NYX_OPT_MAX_TIME},
 	};
 	static const struct option state[] = {
 	    {"state-dir", required_argument, NULL, NYX_OPT_STATE_DIR},
@@ -166,7 +225,9 @@ nyx_cli_parse(int argc, char **argv, const struct nyx_cli_spec *spec, void *ctx,
 	     i++)
 		all[n++] = spec->longopts[i];
 	memset(&all[n], 0, sizeof(all[n]));
-	snprintf(shortopts, sizeof(shortopts), "+:hVc:p:vq%s",
+	/* no '+': options and operands in any order, as GNU tools take
+	 * them (PRODUCT 2); "--" still ends the options */
+	snprintf(shortopts, sizeof(shortopts), ":hVc:p:vq%s",
 	    spec->shortopts ? spec->shortopts : "");
 
 	opterr = 0;
@@ -206,8 +267,8 @@ nyx_cli_parse(int argc, char **argv, const struct nyx_cli_spec *spec, void *ctx,
 		case NYX_OPT_EXEC_TOKEN_FILE:
 			cm->exec_token_file = optarg;
 			break;
-		case NYX_OPT_TIMEOUT:
-			cm->timeout = optarg;
+		case NYX_OPT_MAX_TIME:
+			cm->max_time = optarg;
 			break;
 		case NYX_OPT_STATE_DIR:
 			cm->state_dir = optarg;
@@ -218,7 +279,7 @@ nyx_cli_parse(int argc, char **argv, const struct nyx_cli_spec *spec, void *ctx,
 		case '?':
 			if (optopt != 0)
 				nyx_cli_usage("unknown option '-%c'", optopt);
-			nyx_cli_usage("unknown option '%s'", argv[optind - 1]);
+			unknown_long(argv[optind - 1], all);
 		default:
 			if (spec->on_opt == NULL ||
 			    spec->on_opt(c, optarg, ctx) < 0)
