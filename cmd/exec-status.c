@@ -217,10 +217,20 @@ list(struct nyx_ledger *l, const struct set *hs, struct nyx_err *err)
 		struct nyx_dur d;
 
 		nyx_dur_init(&d);
-		if (nyx_ledger_get(l, v[i], &d.op, err) == 1)
-			code = nyx_cli_emit(
-			    nyx_dur_status_record(&d, nyx_cli_diag()));
-		else
+		if (nyx_ledger_get(l, v[i], &d.op, err) == 1) {
+			jv r = nyx_dur_status_record(&d, nyx_cli_diag());
+
+			/* what tells a canary from other runs (PRODUCT 7) */
+			r = jv_object_set(r, jv_string("request_id"),
+			    jv_string(d.op.request_id));
+			r = jv_object_set(
+			    r, jv_string("language"), jv_string(d.op.language));
+			r = jv_object_set(r, jv_string("created_at"),
+			    nyx_json_time(d.op.created_at_ms));
+			r = jv_object_set(r, jv_string("updated_at"),
+			    nyx_json_time(d.op.updated_at_ms));
+			code = nyx_cli_emit(r);
+		} else
 			code = -1;
 		nyx_dur_free(&d);
 	}

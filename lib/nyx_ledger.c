@@ -74,6 +74,11 @@ static const char schema_v4[] =
     " consumed_at_ms INTEGER NOT NULL DEFAULT 0);"
     "CREATE INDEX approvals_call ON approvals(owner, request_id, call_id);";
 
+/* 5: when a row last changed (exec-status --list) */
+static const char schema_v5[] =
+    "ALTER TABLE operations ADD COLUMN updated_at_ms INTEGER NOT NULL "
+    "DEFAULT 0;";
+
 int
 nyx_ledger_db_fail(struct nyx_ledger *l, struct nyx_err *err, const char *what)
 {
@@ -247,7 +252,7 @@ static int
 migrate(struct nyx_ledger *l, struct nyx_err *err)
 {
 	static const char *const steps[] = {
-	    schema_v1, schema_v2, schema_v3, schema_v4};
+	    schema_v1, schema_v2, schema_v3, schema_v4, schema_v5};
 	char bump[64];
 	int v = 0;
 
@@ -419,7 +424,8 @@ nyx_ledger_insert(struct nyx_ledger *l, struct nyx_op *op, const char *secret,
 	    "etag, created_at_ms, expires_at_ms, next_poll_at_ms, "
 	    "recovery_until_ms, stop_deadline_ms, retry_delay_ms, terminal, "
 	    "secret_name, secret_sha256, key_sha256, owner, request_id, "
-	    "call_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+	    "call_id, updated_at_ms) "
+	    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?11)";
 	sqlite3_stmt *st = NULL;
 	char path[800];
 	int rc, lk;
@@ -496,8 +502,8 @@ nyx_ledger_get(struct nyx_ledger *l, const char *handle, struct nyx_op *op,
 	    "expires_at_ms, next_poll_at_ms, recovery_until_ms, "
 	    "stop_deadline_ms, retry_delay_ms, terminal, secret_name, "
 	    "secret_sha256, key_sha256, version, cancel_requested, submits, "
-	    "exit_code, child_exit, owner, request_id, call_id FROM operations "
-	    "WHERE handle = ?";
+	    "exit_code, child_exit, owner, request_id, call_id, updated_at_ms "
+	    "FROM operations WHERE handle = ?";
 	sqlite3_stmt *st;
 	int rc;
 
@@ -541,6 +547,9 @@ nyx_ledger_get(struct nyx_ledger *l, const char *handle, struct nyx_op *op,
 		nyx_ledger_col_text(
 		    st, 26, op->request_id, sizeof(op->request_id));
 		nyx_ledger_col_text(st, 27, op->call_id, sizeof(op->call_id));
+		op->updated_at_ms = sqlite3_column_int64(st, 28);
+		if (op->updated_at_ms == 0) /* a row from before schema 5 */
+			op->updated_at_ms = op->created_at_ms;
 		sqlite3_finalize(st);
 		return 1;
 	}
@@ -570,8 +579,8 @@ nyx_ledger_save_intent(struct nyx_ledger *l, const struct nyx_op *op,
 	    "stop_deadline_ms = CASE WHEN stop_deadline_ms > 0 THEN "
 	    "stop_deadline_ms ELSE ? END, retry_delay_ms = ?, "
 	    "terminal = ?, version = ?, cancel_requested = ?, submits = ?, "
-	    "exit_code = ?, child_exit = ?, result = coalesce(?, result) "
-	    "WHERE handle = ?";
+	    "exit_code = ?, child_exit = ?, result = coalesce(?, result), "
+	    "updated_at_ms = ? WHERE handle = ?";
 	sqlite3_stmt *st;
 	int rc;
 
@@ -601,7 +610,8 @@ nyx_ledger_save_intent(struct nyx_ledger *l, const struct nyx_op *op,
 		nyx_ledger_bind_text(st, 16, result);
 	else
 		sqlite3_bind_null(st, 16);
-	nyx_ledger_bind_text(st, 17, op->handle);
+	sqlite3_bind_int64(st, 17, nyx_now_ms());
+	nyx_ledger_bind_text(st, 18, op->handle);
 	rc = sqlite3_step(st);
 	sqlite3_finalize(st);
 	if (rc != SQLITE_DONE) {

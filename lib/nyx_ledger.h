@@ -27,7 +27,7 @@
 #include "nyx_buf.h"
 #include "nyx_err.h"
 
-#define NYX_LEDGER_SCHEMA 4
+#define NYX_LEDGER_SCHEMA 5
 
 struct nyx_ledger;
 
@@ -64,6 +64,8 @@ struct nyx_op {
 	char owner[160];
 	char request_id[160];
 	char call_id[160];
+	/* schema 5 */
+	int64_t updated_at_ms; /* the row's last change */
 };
 
 /* Open (creating the directory 0700 and the schema as needed). */

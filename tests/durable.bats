@@ -60,6 +60,8 @@ execs_for() { executions | jq -c --arg k "$1" 'select(.key_sha256==$k)'; }
 	[ "$(request_count)" -eq 0 ]
 	run -0 env -u NYX_BASE_URL -u NYX_TOKEN_FILE exec-status --list
 	jq_ok --arg h "$h" '.type=="exec.status" and .handle==$h and .terminal==true and .status=="succeeded" and .next_poll_at==null'
+	# PRODUCT 7 (rev 2): what tells a canary from other runs
+	jq_ok --arg r "$(rid a)" '.request_id==$r and .language=="bash" and (.created_at|endswith("Z")) and (.updated_at|endswith("Z")) and .updated_at>=.created_at'
 	[ "$(request_count)" -eq 0 ]
 }
 

@@ -31,7 +31,7 @@ load helpers/common
 @test "a ledger from a newer schema is refused (73), an older one migrates" {
 	d=$BATS_TEST_TMPDIR/state
 	run -0 "$NYX_TESTBIN/test_ledger" open "$d"
-	[ "$(sqlite3 "$d/ledger.db" 'PRAGMA user_version')" = 4 ]
+	[ "$(sqlite3 "$d/ledger.db" 'PRAGMA user_version')" = 5 ]
 	[ "$(sqlite3 "$d/ledger.db" 'PRAGMA journal_mode')" = wal ]
 	# a schema-1 ledger with an operation in it migrates, keeping the row
 	o=$BATS_TEST_TMPDIR/old
@@ -56,8 +56,8 @@ load helpers/common
 	  PRAGMA user_version = 1;"
 	chmod 700 "$o"
 	run -0 "$NYX_TESTBIN/test_ledger" open "$o"
-	[ "$(sqlite3 "$o/ledger.db" 'PRAGMA user_version')" = 4 ]
-	[ "$(sqlite3 "$o/ledger.db" "SELECT status || ',' || child_exit || ',' || submits FROM operations WHERE handle = 'h-old'")" = "running,-1,0" ]
+	[ "$(sqlite3 "$o/ledger.db" 'PRAGMA user_version')" = 5 ]
+	[ "$(sqlite3 "$o/ledger.db" "SELECT status || ',' || child_exit || ',' || submits || ',' || updated_at_ms FROM operations WHERE handle = 'h-old'")" = "running,-1,0,0" ]
 	sqlite3 "$d/ledger.db" 'PRAGMA user_version = 99'
 	run -73 "$NYX_TESTBIN/test_ledger" open "$d"
 	[[ $output == *ledger_too_new* ]]
