@@ -207,11 +207,14 @@ audit_phase(const struct job *j, const char *owner, const char *phase,
 }
 
 static int
-finish_outcome(
-    const struct opts *o, struct nyx_exec_outcome *oc, const char *backend)
+finish_outcome(const struct opts *o, const struct job *j,
+    struct nyx_exec_outcome *oc, const char *backend, int64_t started_ms)
 {
 	int code = oc->exit;
 
+	oc->request_id = j->request_id;
+	oc->started_ms = started_ms;
+	oc->finished_ms = nyx_now_ms();
 	if (!oc->success)
 		nyx_log(NYX_LOG_ERROR, "%s: %s (%s)", oc->code, oc->message,
 		    nyx_cli_diag());
@@ -259,6 +262,7 @@ run_local(const struct opts *o, const struct nyx_common *cm,
 	struct nyx_exec_outcome oc;
 	struct nyx_cred cred;
 	char owner[64];
+	int64_t started = nyx_now_ms();
 	jv out;
 	int code;
 
@@ -308,7 +312,7 @@ run_local(const struct opts *o, const struct nyx_common *cm,
 	}
 	nyx_sandbox_result_free(&res);
 	audit_phase(j, owner, "terminal", &oc);
-	code = finish_outcome(o, &oc, "local");
+	code = finish_outcome(o, j, &oc, "local", started);
 	nyx_exec_outcome_free(&oc);
 	return code;
 }
@@ -327,6 +331,7 @@ execute_sync(const struct opts *o, struct nyx_settings *s,
 	const char *trace = getenv("TRACEPARENT");
 	char *url = NULL, *body = NULL, owner[160];
 	size_t nh = 0;
+	int64_t started = 0;
 	int code = -1;
 
 	url = nyx_chrono_url(s->base_url, rt->slug, rt->id, "execute");
@@ -360,6 +365,7 @@ execute_sync(const struct opts *o, struct nyx_settings *s,
 	catch_interrupts();
 	req.abort = (const volatile int *)&interrupts;
 	nyx_cred_owner(s->exec_token, owner, sizeof(owner));
+	started = nyx_now_ms();
 	audit_phase(j, owner, "admission", NULL);
 	audit_phase(j, owner, "running", NULL);
 	nyx_http_do(http, &req, &resp);
@@ -370,7 +376,7 @@ execute_sync(const struct opts *o, struct nyx_settings *s,
 	audit_phase(j, owner, "terminal", &oc);
 	nyx_log(NYX_LOG_DEBUG, "POST /execute: status %ld, %zu bytes, %s",
 	    resp.status, resp.body.len, oc.success ? "success" : oc.code);
-	code = finish_outcome(o, &oc, "nyxid");
+	code = finish_outcome(o, j, &oc, "nyxid", started);
 	nyx_exec_outcome_free(&oc);
 out:
 	nyx_http_resp_free(&resp);

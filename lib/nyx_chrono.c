@@ -237,6 +237,20 @@ nyx_exec_result_record(const struct nyx_exec_outcome *o, const char *backend,
 	r = jv_object_set(r, jv_string("backend"), jv_string(backend));
 	r = jv_object_set(r, jv_string("mode"), jv_string(mode));
 	r = jv_object_set(r, jv_string("success"), jv_bool(o->success));
+	if (o->request_id != NULL)
+		r = jv_object_set(
+		    r, jv_string("request_id"), jv_string(o->request_id));
+	if (o->started_ms > 0 && o->finished_ms >= o->started_ms) {
+		char ms[24];
+
+		snprintf(ms, sizeof(ms), "%lld",
+		    (long long)(o->finished_ms - o->started_ms));
+		r = jv_object_set(
+		    r, jv_string("started_at"), nyx_json_time(o->started_ms));
+		r = jv_object_set(
+		    r, jv_string("finished_at"), nyx_json_time(o->finished_ms));
+		r = jv_object_set(r, jv_string("elapsed_ms"), jv_string(ms));
+	}
 	if (jv_get_kind(o->output) == JV_KIND_OBJECT)
 		r = jv_object_set(r, jv_string("output"), jv_copy(o->output));
 	if (!o->success && o->code != NULL) {

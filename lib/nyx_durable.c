@@ -855,7 +855,18 @@ nyx_dur_status_record(const struct nyx_dur *d, const char *diag)
 jv
 nyx_dur_result_record(const struct nyx_dur *d, const char *diag)
 {
-	jv r = nyx_exec_result_record(&d->oc, "nyxid", "durable", diag);
+	struct nyx_exec_outcome oc = d->oc; /* shallow: for the times */
+	jv r;
+
+	/* from the submit to the settling; an operation that was settled
+	 * before this step keeps the time its row was settled at */
+	oc.request_id = d->op.request_id[0] ? d->op.request_id : NULL;
+	oc.started_ms = d->op.created_at_ms;
+	oc.finished_ms = d->settled_ms > 0 ? d->settled_ms
+	    : d->started_terminal && d->op.updated_at_ms > 0
+	    ? d->op.updated_at_ms
+	    : nyx_now_ms();
+	r = nyx_exec_result_record(&oc, "nyxid", "durable", diag);
 
 	r = jv_object_set(r, jv_string("handle"), jv_string(d->op.handle));
 	return jv_object_set(r, jv_string("operation_id"),

@@ -67,6 +67,7 @@ struct nyx_dur {
 	int fail_exit;
 	bool audit_pending; /* its terminal audit is frozen, not written */
 	bool started_terminal, started_with_id; /* as the step began */
+	int64_t settled_ms; /* when this step settled it; 0 otherwise */
 	int exchanges; /* HTTP exchanges this step */
 	long longest_ms; /* the longest of them */
 	/* private: the request under construction */

@@ -236,6 +236,9 @@ nyx_dur_persist(struct nyx_ledger *l, struct nyx_dur *d, const char *diag,
 		    d->op.operation_id[0] != '\0' ? d->op.operation_id : NULL;
 		jv t;
 
+		/* one settling time for the stored and the printed record */
+		if (d->settled_ms == 0)
+			d->settled_ms = nyx_now_ms();
 		doc = nyx_json_dump(nyx_dur_result_record(d, diag));
 		t = audited
 		    ? nyx_audit_record(&sub, "terminal", NULL, &o, nyx_now_ms())

@@ -17,6 +17,7 @@
 #define NYX_OUTCOME_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include <jv.h>
 
@@ -40,6 +41,10 @@ struct nyx_exec_outcome {
 	char approve_url[512];
 	char provider_phase[32]; /* allow-listed provider phase, or "" */
 	char code_buf[128]; /* storage for a code built from an answer */
+	/* the run's request id and clock (PRODUCT 6, rev 2): set, they
+	 * become request_id, started_at, finished_at and elapsed_ms */
+	const char *request_id;
+	int64_t started_ms, finished_ms;
 };
 
 void nyx_exec_outcome_init(struct nyx_exec_outcome *o);

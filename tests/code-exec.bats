@@ -573,3 +573,16 @@ EOF2
 	[ "$rc" = 4 ]
 	tail -n 1 "$out" | jq -e '.error.code=="code_execution_outcome_uncertain" and .error.cause=="interrupted"'
 }
+
+# PRODUCT 6 (rev 2): every result says which run it is and when it ran.
+@test "results carry request_id, started_at, finished_at and elapsed_ms (local, sync)" {
+	run -0 local_run --request-id canary-local -l bash -e 'sleep 0.3; echo x'
+	jq_ok '.request_id=="canary-local" and (.started_at|endswith("Z")) and (.finished_at|endswith("Z"))'
+	jq_ok '(.elapsed_ms|type)=="string" and (.elapsed_ms|tonumber)>=300 and .finished_at>=.started_at'
+	admission >"$BATS_TEST_TMPDIR/adm"
+	run -0 sync_run --request-id canary-sync -l bash -e 'echo y' <"$BATS_TEST_TMPDIR/adm"
+	jq_ok '.request_id=="canary-sync" and (.elapsed_ms|test("^[0-9]+$")) and (.started_at|endswith("Z"))'
+	# a run without --request-id gets a fresh one, reported
+	run -0 local_run -l bash -e 'echo z'
+	jq_ok '.request_id|test("^[0-9a-f]{32}$")'
+}

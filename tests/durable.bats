@@ -52,11 +52,16 @@ execs_for() { executions | jq -c --arg k "$1" 'select(.key_sha256==$k)'; }
 	[ "$(stat -c %a "$NYX_STATE_DIR/secrets/$h")" = 600 ]
 	run -0 exec-status --wait <"$BATS_TEST_TMPDIR/receipt"
 	jq_ok --arg h "$h" '.type=="exec.result" and .handle==$h and .output.stdout=="done\n"'
+	# from the submit to the settling (PRODUCT 6, rev 2)
+	jq_ok --arg r "$(rid a)" '.request_id==$r and (.elapsed_ms|tonumber)>=1000 and .finished_at>.started_at'
+	printf '%s\n' "$output" >"$BATS_TEST_TMPDIR/result"
 	[ ! -e "$NYX_STATE_DIR/secrets/$h" ]
 	# settled: printing it again makes no request at all
 	clear_requests
 	run -0 exec-status "$h"
 	jq_ok '.output.stdout=="done\n"'
+	# and says the same times again
+	jq_ok --slurpfile r "$BATS_TEST_TMPDIR/result" '.finished_at==$r[-1].finished_at and .started_at==$r[-1].started_at'
 	[ "$(request_count)" -eq 0 ]
 	run -0 env -u NYX_BASE_URL -u NYX_TOKEN_FILE exec-status --list
 	jq_ok --arg h "$h" '.type=="exec.status" and .handle==$h and .terminal==true and .status=="succeeded" and .next_poll_at==null'
