@@ -11,6 +11,7 @@
 
 #include "nyx_audit.h"
 #include "tool/cli.h"
+#include "tool/metrics.h"
 #include "nyx_config.h"
 #include "nyx_cred.h"
 #include "nyx_durable.h"
@@ -31,6 +32,7 @@ enum {
 	OPT_NOW,
 	OPT_CHILD_CODE,
 	OPT_CANCEL,
+	OPT_METRICS_FILE,
 };
 
 struct opts {
@@ -40,6 +42,7 @@ struct opts {
 	bool list;
 	bool now;
 	bool child_code;
+	const char *metrics_file;
 };
 
 static const struct option longopts[] = {
@@ -49,6 +52,7 @@ static const struct option longopts[] = {
     {"now", no_argument, NULL, OPT_NOW},
     {"child-code", no_argument, NULL, OPT_CHILD_CODE},
     {"cancel", no_argument, NULL, OPT_CANCEL},
+    {"metrics-file", required_argument, NULL, OPT_METRICS_FILE},
     {NULL, 0, NULL, 0},
 };
 
@@ -74,6 +78,9 @@ on_opt(int c, const char *arg, void *ctx)
 	case OPT_CHILD_CODE:
 		o->child_code = true;
 		break;
+	case OPT_METRICS_FILE:
+		o->metrics_file = arg;
+		break;
 	case OPT_CANCEL:
 		o->cancel = true;
 		break;
@@ -85,7 +92,7 @@ on_opt(int c, const char *arg, void *ctx)
 
 static const struct nyx_cli_spec spec = {
     "[HANDLE...] [--all] [--wait] [--cancel] [--now] [--list] "
-    "[--child-code] [common options]",
+    "[--child-code]\n       [--metrics-file FILE] [common options]",
     "  HANDLE                  an operation of the ledger (h-...); also\n"
     "                          exec.receipt/exec.status records on stdin\n"
     "      --all               every operation that is not terminal\n"
@@ -96,7 +103,9 @@ static const struct nyx_cli_spec spec = {
     "      --now               poll even before an operation's\n"
     "                          next_poll_at\n"
     "      --list              print the ledger (no network)\n"
-    "      --child-code        exit with the program's own status\n",
+    "      --child-code        exit with the program's own status\n"
+    "      --metrics-file FILE  with --all: write node_exporter textfile "
+    "metrics\n",
     NYX_CLI_NET | NYX_CLI_STATE,
     "",
     longopts,
@@ -298,6 +307,67 @@ progress(const struct nyx_rec_item *v, size_t n, int64_t elapsed, void *arg)
 			    v[i].d.op.phase[0] ? "/" : "", v[i].d.op.phase);
 }
 
+/* HTTP exchanges this invocation made, for the metrics file. */
+static long run_exchanges;
+
+/* exec-status --all --metrics-file (PRODUCT 7): the ledger as a fleet's
+ * Prometheus reads it, written atomically. */
+static void
+write_metrics(const struct opts *o, struct nyx_ledger *l, int64_t started_mono)
+{
+	static const char *const outcomes[] = {
+	    "success", "failure", "uncertain"};
+	struct nyx_metrics m;
+	struct nyx_err err = NYX_ERR_ZERO;
+	int64_t last[3], total = 0;
+	jv by = jv_invalid();
+	size_t i;
+
+	nyx_metrics_init(&m);
+	if (nyx_ledger_stats(l, &by, last, &err) < 0 ||
+	    nyx_ledger_counter_add(
+	        l, "exchanges_total", run_exchanges, &total, &err) < 0)
+		goto fail;
+	nyx_metrics_family(&m, "nyx_exec_operations", "gauge",
+	    "durable operations in the ledger, by status");
+	jv_object_foreach(by, k, v)
+	{
+		nyx_metrics_sample(&m, "nyx_exec_operations", "status",
+		    jv_string_value(k), jv_number_value(v));
+		jv_free(k);
+		jv_free(v);
+	}
+	nyx_metrics_family(&m, "nyx_exec_last_terminal_timestamp_seconds",
+	    "gauge",
+	    "when the last operation settled, by outcome (unix "
+	    "seconds)");
+	for (i = 0; i < 3; i++)
+		if (last[i] > 0)
+			nyx_metrics_sample(&m,
+			    "nyx_exec_last_terminal_timestamp_seconds",
+			    "outcome", outcomes[i], (double)(last[i] / 1000));
+	nyx_metrics_family(&m, "nyx_exec_reconcile_duration_seconds", "gauge",
+	    "how long the last exec-status --all took");
+	nyx_metrics_sample(&m, "nyx_exec_reconcile_duration_seconds", NULL,
+	    NULL, (double)(nyx_mono_ms() - started_mono) / 1000.0);
+	nyx_metrics_family(&m, "nyx_exec_reconcile_timestamp_seconds", "gauge",
+	    "when exec-status --all last ran (unix seconds)");
+	nyx_metrics_sample(&m, "nyx_exec_reconcile_timestamp_seconds", NULL,
+	    NULL, (double)(nyx_now_ms() / 1000));
+	nyx_metrics_family(&m, "nyx_exec_exchanges_total", "counter",
+	    "HTTP exchanges made by exec-status --all");
+	nyx_metrics_sample(
+	    &m, "nyx_exec_exchanges_total", NULL, NULL, (double)total);
+	if (nyx_metrics_write(&m, o->metrics_file, &err) == 0)
+		goto out;
+fail:
+	nyx_log(NYX_LOG_ERROR, "%s: %s (%s)", nyx_err_code(&err), err.message,
+	    nyx_cli_diag());
+out:
+	jv_free(by);
+	nyx_metrics_free(&m);
+}
+
 static int
 reconcile(const struct opts *o, const struct nyx_common *cm,
     struct nyx_settings *s, struct nyx_ledger *l, const struct set *hs,
@@ -374,6 +444,8 @@ reconcile(const struct opts *o, const struct nyx_common *cm,
 		code = nyx_exit_worst(code, item_code(o, &items[i]));
 	}
 	rc = code;
+	for (i = 0; i < n; i++)
+		run_exchanges += items[i].exchanges;
 	if (r.http != NULL) {
 		long ex = 0, longest = 0;
 
@@ -402,6 +474,7 @@ run(const struct opts *o, const struct nyx_common *cm, struct set *hs,
 	struct nyx_ledger *l = NULL;
 	char **pending = NULL;
 	int code = -1, passed = 0;
+	int64_t started = nyx_mono_ms();
 	size_t i;
 
 	nyx_settings_init(&s);
@@ -439,6 +512,8 @@ run(const struct opts *o, const struct nyx_common *cm, struct set *hs,
 	}
 	code = reconcile(o, cm, &s, l, hs, err);
 out:
+	if (o->metrics_file != NULL && l != NULL && code >= 0)
+		write_metrics(o, l, started);
 	nyx_ledger_free_list(pending);
 	nyx_ledger_close(l);
 	nyx_settings_free(&s);
@@ -458,6 +533,8 @@ main(int argc, char **argv)
 	memset(&o, 0, sizeof(o));
 	nyx_cli_init("exec-status");
 	idx = nyx_cli_parse(argc, argv, &spec, &o, &cm);
+	if (o.metrics_file != NULL && !o.all)
+		nyx_cli_usage("--metrics-file goes with --all");
 	if (o.list && (o.wait || o.all || o.now || o.cancel))
 		nyx_cli_usage("--list reads the ledger only; it takes no "
 		              "--all, --wait, --cancel or --now");

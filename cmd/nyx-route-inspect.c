@@ -8,6 +8,7 @@
 
 #include "nyx_buf.h"
 #include "tool/cli.h"
+#include "tool/metrics.h"
 #include "nyx_config.h"
 #include "nyx_cred.h"
 #include "nyx_err.h"
@@ -27,6 +28,7 @@ enum {
 	OPT_TABLE,
 	OPT_CHECK,
 	OPT_CAPABILITY,
+	OPT_METRICS_FILE,
 };
 
 struct opts {
@@ -37,6 +39,7 @@ struct opts {
 	const char *keys;
 	bool table;
 	bool check;
+	const char *metrics_file;
 };
 
 static const struct option longopts[] = {
@@ -47,6 +50,7 @@ static const struct option longopts[] = {
     {"table", no_argument, NULL, OPT_TABLE},
     {"check", no_argument, NULL, OPT_CHECK},
     {"capability", required_argument, NULL, OPT_CAPABILITY},
+    {"metrics-file", required_argument, NULL, OPT_METRICS_FILE},
     {NULL, 0, NULL, 0},
 };
 
@@ -77,6 +81,9 @@ on_opt(int c, const char *arg, void *ctx)
 	case OPT_CAPABILITY:
 		o->cap = nyx_cli_capability(arg);
 		break;
+	case OPT_METRICS_FILE:
+		o->metrics_file = arg;
+		break;
 	default:
 		return -1;
 	}
@@ -86,7 +93,7 @@ on_opt(int c, const char *arg, void *ctx)
 static const struct nyx_cli_spec spec = {
     "[--capability code_execute|codex_managed] [--user-service-id ID]\n"
     "       [--inventory FILE | --user-services FILE --keys FILE] [--table] "
-    "[--check]\n       [common options]",
+    "[--check]\n       [--metrics-file FILE] [common options]",
     "      --capability C      the route contract to admit for: "
     "code_execute\n"
     "                          (default) or codex_managed\n"
@@ -102,7 +109,9 @@ static const struct nyx_cli_spec spec = {
     "mismatch,\n"
     "                          3 other blocker; one PASS, DRIFT, BLOCKED "
     "or\n"
-    "                          ERROR line on stderr\n",
+    "                          ERROR line on stderr\n"
+    "      --metrics-file FILE  also write node_exporter textfile "
+    "metrics\n",
     NYX_CLI_NET,
     "",
     longopts,
@@ -238,6 +247,47 @@ print_table(const struct nyx_resolution *res)
 	    res->canonical, res->accessible, res->active, res->eligible);
 }
 
+/* What the metrics file says of this check (PRODUCT 4). */
+static struct {
+	bool admitted;
+	int counts[4]; /* canonical accessible active eligible */
+	const char *code; /* the blocker or error code, NULL when admitted */
+} seen;
+
+static void
+write_metrics(const struct opts *o)
+{
+	static const char *const gates[] = {
+	    "canonical", "accessible", "active", "eligible"};
+	struct nyx_metrics m;
+	struct nyx_err err = NYX_ERR_ZERO;
+	size_t i;
+
+	nyx_metrics_init(&m);
+	nyx_metrics_family(&m, "nyx_route_admitted", "gauge",
+	    "1 when the canonical route satisfies the capability's contract");
+	nyx_metrics_sample(&m, "nyx_route_admitted", "capability", o->cap->name,
+	    seen.admitted);
+	nyx_metrics_family(&m, "nyx_route_check_timestamp_seconds", "gauge",
+	    "when the route was last checked (unix seconds)");
+	nyx_metrics_sample(&m, "nyx_route_check_timestamp_seconds", NULL, NULL,
+	    (double)(nyx_now_ms() / 1000));
+	nyx_metrics_family(&m, "nyx_route_candidates", "gauge",
+	    "candidate routes passing each gate, in order");
+	for (i = 0; i < 4; i++)
+		nyx_metrics_sample(&m, "nyx_route_candidates", "gate", gates[i],
+		    seen.counts[i]);
+	nyx_metrics_family(&m, "nyx_route_blocked", "gauge",
+	    "1 for the code that blocks admission (none when admitted)");
+	if (!seen.admitted)
+		nyx_metrics_sample(&m, "nyx_route_blocked", "code",
+		    seen.code ? seen.code : "unknown", 1);
+	if (nyx_metrics_write(&m, o->metrics_file, &err) < 0)
+		nyx_log(NYX_LOG_ERROR, "%s: %s (%s)", nyx_err_code(&err),
+		    err.message, nyx_cli_diag());
+	nyx_metrics_free(&m);
+}
+
 /*
  * Report a blocked admission on stderr.  The --check line says which kind
  * (PRODUCT 4): DRIFT a policy mismatch, BLOCKED another blocker, ERROR
@@ -266,6 +316,7 @@ blocked_early(const struct opts *o, enum nyx_verdict v, const char *msg,
     int status, int code, const char *base_url)
 {
 	report_blocked(o, nyx_route_blocker(v)->code, msg, code);
+	seen.code = nyx_route_blocker(v)->code;
 	nyx_cli_emit(nyx_route_blocked(
 	    o->cap, v, msg, status, code, base_url, nyx_cli_diag()));
 	return code;
@@ -312,6 +363,12 @@ run(const struct opts *o, const struct nyx_common *cm, struct nyx_err *err)
 	}
 	if (o->table)
 		print_table(&res);
+	seen.admitted = res.verdict == NYX_ROUTE_ADMITTED;
+	seen.counts[0] = res.canonical;
+	seen.counts[1] = res.accessible;
+	seen.counts[2] = res.active;
+	seen.counts[3] = res.eligible;
+	seen.code = seen.admitted ? NULL : nyx_route_blocker(res.verdict)->code;
 	nyx_log(NYX_LOG_INFO,
 	    "classified %zu routes: canonical=%d "
 	    "accessible=%d active=%d eligible=%d",
@@ -362,8 +419,14 @@ main(int argc, char **argv)
 		nyx_cli_usage("--user-services and --keys go together");
 	if (nyx_time_init(&err) < 0 || nyx_http_global_init(&err) < 0)
 		return nyx_cli_fail(&err);
+	if (o.cap == NULL)
+		o.cap = nyx_capability_find("code_execute");
 	code = run(&o, &cm, &err);
 	nyx_http_global_cleanup();
+	if (code < 0 && seen.code == NULL)
+		seen.code = nyx_err_code(&err);
+	if (o.metrics_file != NULL)
+		write_metrics(&o);
 	if (code < 0)
 		return nyx_cli_fail(&err);
 	return nyx_cli_finish(code);

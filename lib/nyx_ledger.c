@@ -77,7 +77,9 @@ static const char schema_v4[] =
 /* 5: when a row last changed (exec-status --list) */
 static const char schema_v5[] =
     "ALTER TABLE operations ADD COLUMN updated_at_ms INTEGER NOT NULL "
-    "DEFAULT 0;";
+    "DEFAULT 0;"
+    /* monotonic counters for the metrics file (exec-status) */
+    "CREATE TABLE counters (k TEXT PRIMARY KEY, v INTEGER NOT NULL);";
 
 int
 nyx_ledger_db_fail(struct nyx_ledger *l, struct nyx_err *err, const char *what)
@@ -1046,4 +1048,64 @@ nyx_ledger_release(struct nyx_ledger *l, const char *handle, const char *owner,
 	rc = sqlite3_step(st);
 	sqlite3_finalize(st);
 	return rc == SQLITE_DONE ? 0 : nyx_ledger_db_fail(l, err, "release");
+}
+
+int
+nyx_ledger_counter_add(struct nyx_ledger *l, const char *name, int64_t delta,
+    int64_t *total, struct nyx_err *err)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (sqlite3_prepare_v2(l->db,
+	        "INSERT INTO counters (k, v) VALUES (?1, ?2) ON CONFLICT(k) "
+	        "DO UPDATE SET v = v + ?2 RETURNING v",
+	        -1, &st, NULL) != SQLITE_OK)
+		return nyx_ledger_db_fail(l, err, "counter");
+	nyx_ledger_bind_text(st, 1, name);
+	sqlite3_bind_int64(st, 2, delta);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		*total = sqlite3_column_int64(st, 0);
+	/* RETURNING: the row is written when the statement is reset */
+	rc = rc == SQLITE_ROW ? sqlite3_step(st) : rc;
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : nyx_ledger_db_fail(l, err, "counter");
+}
+
+int
+nyx_ledger_stats(
+    struct nyx_ledger *l, jv *by_status, int64_t last[3], struct nyx_err *err)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	*by_status = jv_object();
+	last[0] = last[1] = last[2] = 0;
+	if (sqlite3_prepare_v2(l->db,
+	        "SELECT status, count(*) FROM operations GROUP BY status", -1,
+	        &st, NULL) != SQLITE_OK)
+		return nyx_ledger_db_fail(l, err, "stats");
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		*by_status = jv_object_set(*by_status,
+		    jv_string((const char *)sqlite3_column_text(st, 0)),
+		    jv_number((double)sqlite3_column_int64(st, 1)));
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		return nyx_ledger_db_fail(l, err, "stats");
+	/* the tool's exit: 0 success, 4 uncertain, anything else failure */
+	if (sqlite3_prepare_v2(l->db,
+	        "SELECT CASE exit_code WHEN 0 THEN 0 WHEN 4 THEN 2 ELSE 1 END, "
+	        "max(max(updated_at_ms, created_at_ms)) FROM operations "
+	        "WHERE terminal = 1 GROUP BY 1",
+	        -1, &st, NULL) != SQLITE_OK)
+		return nyx_ledger_db_fail(l, err, "stats");
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		int k = sqlite3_column_int(st, 0);
+
+		if (k >= 0 && k < 3)
+			last[k] = sqlite3_column_int64(st, 1);
+	}
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : nyx_ledger_db_fail(l, err, "stats");
 }

@@ -24,6 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jv.h>
+
 #include "nyx_buf.h"
 #include "nyx_err.h"
 
@@ -148,6 +150,17 @@ int nyx_ledger_update(
 int nyx_ledger_list(
     struct nyx_ledger *l, bool pending_only, char ***out, struct nyx_err *err);
 void nyx_ledger_free_list(char **list);
+
+/* Add delta to a named monotonic counter; *total is its new value. */
+int nyx_ledger_counter_add(struct nyx_ledger *l, const char *name,
+    int64_t delta, int64_t *total, struct nyx_err *err);
+/*
+ * Operations per status (an object of counts), and when the last one
+ * settled per outcome: last[0] success, [1] failure, [2] uncertain (unix
+ * ms, 0 when none).
+ */
+int nyx_ledger_stats(
+    struct nyx_ledger *l, jv *by_status, int64_t last[3], struct nyx_err *err);
 
 /*
  * The secret material of op, verified against its SHA-256 (a missing or

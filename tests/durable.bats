@@ -456,3 +456,28 @@ wait_in_background() {
 	jq_ok '.code=="secret_missing"'
 	[ "$(request_count)" -eq 0 ]
 }
+
+# PRODUCT 7 (rev 2): the cron reconciler's view of the ledger, for
+# node_exporter's textfile collector.
+@test "exec-status --all --metrics-file: operations by status, last settled, exchanges" {
+	local f="$BATS_TEST_TMPDIR/nyx_exec.prom"
+	run -64 exec-status --metrics-file "$f"
+	run -0 code-exec --request-id "$(rid ok)" -l bash -e 'echo ok'
+	run -1 code-exec --request-id "$(rid bad)" -l bash -e 'exit 3'
+	run -5 code-exec --no-wait --request-id "$(rid slow)" -l bash -e 'sleep 2'
+	run -5 exec-status --all --now --metrics-file "$f"
+	run -0 check_exposition "$f"
+	assert_line 'nyx_exec_operations{status="succeeded"} 1'
+	assert_line 'nyx_exec_operations{status="failed"} 1'
+	assert_line --regexp '^nyx_exec_operations\{status="(queued|provisioning|running)"\} 1$'
+	assert_line --regexp '^nyx_exec_last_terminal_timestamp_seconds\{outcome="success"\} [0-9]{10}$'
+	assert_line --regexp '^nyx_exec_last_terminal_timestamp_seconds\{outcome="failure"\} [0-9]{10}$'
+	assert_line --regexp '^nyx_exec_reconcile_duration_seconds [0-9.]+$'
+	first=$(grep '^nyx_exec_exchanges_total ' "$f" | cut -d' ' -f2)
+	[ "$first" -ge 1 ]
+	run -0 timeout 60 exec-status --all --wait --metrics-file "$f"
+	run -0 check_exposition "$f"
+	assert_line 'nyx_exec_operations{status="succeeded"} 2'
+	# a counter: it only grows
+	[ "$(grep '^nyx_exec_exchanges_total ' "$f" | cut -d' ' -f2)" -gt "$first" ]
+}

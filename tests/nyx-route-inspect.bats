@@ -715,3 +715,36 @@ EOF2
 	[ "$(printf '%s\n' "$output" | head -n 1)" = "{" ]
 	printf '%s\n' "$output" | jq -e '.status=="admitted"'
 }
+
+# PRODUCT 4 (rev 2): what a fleet's Prometheus reads from each canary.
+@test "--metrics-file writes node_exporter textfile metrics atomically" {
+	local d="$BATS_TEST_TMPDIR/textfile" f
+	mkdir -p "$d"
+	f="$d/nyx_route.prom"
+	reset_world "$R/compliant.yaml"
+	run -0 inspect "$ALICE" --metrics-file "$f"
+	run -0 check_exposition "$f"
+	assert_line 'nyx_route_admitted{capability="code_execute"} 1'
+	assert_line 'nyx_route_candidates{gate="eligible"} 1'
+	refute_line --partial 'nyx_route_blocked{'
+	grep -qE '^nyx_route_check_timestamp_seconds [0-9]{10}$' "$f"
+	[ "$(stat -c %a "$f")" = 644 ]
+	# blocked, and then the inventory unreadable: the file says which
+	reset_world "$R/drift.yaml"
+	run -3 inspect "$ALICE" --metrics-file "$f"
+	run -0 check_exposition "$f"
+	assert_line 'nyx_route_admitted{capability="code_execute"} 0'
+	assert_line 'nyx_route_blocked{code="CODE_EXECUTION_ROUTE_POLICY_MISMATCH"} 1'
+	printf 'faults:\n  - {path: /api/v1/keys, status: 503}\n' | put_faults
+	run -75 inspect "$ALICE" --metrics-file "$f"
+	run -0 check_exposition "$f"
+	assert_line 'nyx_route_blocked{code="CODE_EXECUTION_ROUTE_SOURCE_UNAVAILABLE"} 1'
+	# replaced by rename: no temporary file is left beside it
+	[ "$(ls -A "$d")" = nyx_route.prom ]
+	# a file that cannot be written is said on stderr; the check's own
+	# verdict stays the exit status
+	clear_faults
+	reset_world "$R/compliant.yaml"
+	run -0 --separate-stderr inspect "$ALICE" --metrics-file "$BATS_TEST_TMPDIR/no/such/dir/x.prom"
+	[[ $stderr == *"metrics_failed: cannot write the metrics file"* ]]
+}

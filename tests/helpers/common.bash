@@ -57,3 +57,31 @@ not() {
 		return 1
 	fi
 }
+
+# check_exposition FILE: every line a valid Prometheus text exposition
+# line, every sample's family announced by HELP and TYPE before it, no
+# family twice.  Prints the samples as "name{labels} value".
+check_exposition() {
+	python3 - "$1" <<'PY'
+import re, sys
+name = r'[a-zA-Z_:][a-zA-Z0-9_:]*'
+label = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*"'
+sample = re.compile(rf'^({name})(\{{{label}(?:,{label})*\}})? (-?[0-9.]+(?:e[+-]?[0-9]+)?|NaN|[+-]Inf)$')
+helps, types, seen = set(), {}, set()
+for n, line in enumerate(open(sys.argv[1]).read().split('\n')[:-1], 1):
+    m = re.match(rf'^# HELP ({name}) .+$', line)
+    if m:
+        assert m.group(1) not in helps, f'{n}: HELP twice'
+        helps.add(m.group(1)); continue
+    m = re.match(rf'^# TYPE ({name}) (gauge|counter)$', line)
+    if m:
+        assert m.group(1) in helps and m.group(1) not in types, f'{n}: TYPE'
+        types[m.group(1)] = m.group(2); continue
+    m = sample.match(line)
+    assert m, f'{n}: not an exposition line: {line!r}'
+    assert m.group(1) in types, f'{n}: sample before its TYPE'
+    assert (m.group(1), m.group(2)) not in seen, f'{n}: sample twice'
+    seen.add((m.group(1), m.group(2)))
+    print(line)
+PY
+}
