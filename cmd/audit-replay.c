@@ -69,6 +69,7 @@ static const struct nyx_cli_spec spec = {
 };
 
 struct counts {
+	long checked; /* lines (or intents) examined */
 	long appended, duplicate, conflict, pending, invalid;
 };
 
@@ -127,6 +128,7 @@ each_line(struct nyx_ledger *l, const char *path, bool verify_only,
 			continue;
 		}
 		line++;
+		n->checked++;
 		rec = nyx_json_parse(b.data + start, i - start);
 		start = i + 1;
 		why = check_line(rec);
@@ -187,6 +189,7 @@ replay_intents(struct nyx_ledger *l, struct counts *n, struct nyx_err *err)
 		int rc = nyx_audit_replay_intent(
 		    l, nyx_ledger_dir(l), ids[i], &res, &aerr);
 
+		n->checked++;
 		if (rc < 0) {
 			nyx_ledger_free_list(ids);
 			*err = aerr;
@@ -208,7 +211,7 @@ run(const struct opts *o, const struct nyx_common *cm, struct nyx_err *err)
 {
 	struct nyx_settings s;
 	struct nyx_ledger *l = NULL;
-	struct counts n = {0, 0, 0, 0, 0};
+	struct counts n = {0, 0, 0, 0, 0, 0};
 	char **left = NULL;
 	char path[700];
 	jv rec;
@@ -238,6 +241,8 @@ run(const struct opts *o, const struct nyx_common *cm, struct nyx_err *err)
 	rec = jv_object_set(rec, jv_string("v"), jv_number(1));
 	rec = jv_object_set(rec, jv_string("type"), jv_string("audit.replay"));
 	rec = jv_object_set(
+	    rec, jv_string("checked"), jv_number((double)n.checked));
+	rec = jv_object_set(
 	    rec, jv_string("appended"), jv_number((double)n.appended));
 	rec = jv_object_set(
 	    rec, jv_string("duplicate"), jv_number((double)n.duplicate));
@@ -249,6 +254,9 @@ run(const struct opts *o, const struct nyx_common *cm, struct nyx_err *err)
 	    rec, jv_string("invalid"), jv_number((double)n.invalid));
 	rec = jv_object_set(
 	    rec, jv_string("diagnostic_id"), jv_string(nyx_cli_diag()));
+	if (o->verify)
+		nyx_log_line("verified %ld record(s): %ld valid, %ld invalid",
+		    n.checked, n.checked - n.invalid, n.invalid);
 	code = nyx_cli_emit(rec);
 	if (code == 0 && (n.conflict || n.pending || n.invalid))
 		code = NYX_EXIT_NO;

@@ -134,7 +134,7 @@ static const struct nyx_cli_spec spec = {
     "                          the bearer token they require (needed with\n"
     "                          --control)\n"
     "      --allow-remote      serve on a non-loopback --listen address\n",
-    0,
+    NYX_CLI_NO_RECORDS,
     "",
     longopts,
     on_opt,

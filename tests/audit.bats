@@ -102,7 +102,9 @@ snapshot() { # snapshot OP STATUS: a valid snapshot body as YAML flow
 	sed -i '2s/"running"/"runnin9"/' "$AUDIT"
 	printf '{not json\n' >>"$AUDIT"
 	run -1 --separate-stderr audit-replay --verify
-	jq_ok '.invalid==2'
+	jq_ok '.invalid==2 and .checked==4'
+	# it says how much it checked (PRODUCT 8, rev 2)
+	[[ $stderr == *"verified 4 record(s): 2 valid, 2 invalid"* ]]
 	[[ $stderr == *"audit.jsonl:2: tampered"* ]]
 	[[ $stderr == *"audit.jsonl:4: malformed"* ]]
 	run -1 audit-replay --from "$AUDIT"

@@ -279,3 +279,14 @@ EOF2
 	run -64 --separate-stderr nyx-route-inspect --timeout 5 --base-url http://127.0.0.1:1
 	[[ $stderr == *"unknown option '--timeout'; the bound on each exchange is now '--max-time'"* ]]
 }
+
+@test "-o json|pretty|table on every program that prints records; an error is a table too" {
+	for p in nyx-route-inspect nyx-route-converge code-exec exec-status audit-replay codex-exec; do
+		run -64 --separate-stderr "$p" -o xml
+		[[ $stderr == *"--output must be json, pretty or table, not 'xml'"* ]]
+	done
+	run -64 --separate-stderr nyx-sandboxd -o table
+	run -64 --separate-stderr code-exec --backend local -o table -l cobol -e x
+	[[ ${lines[0]} =~ ^CODE\ +EXIT\ +MESSAGE$ ]]
+	[[ ${lines[1]} =~ ^code_execution_request_invalid\ +64\ + ]]
+}

@@ -315,8 +315,10 @@ uncertain_submit() {
 	run -0 bash -c "code-exec -l python -e 'print(6*7)' | jq -r .output.stdout"
 	[ "$output" = 42 ]
 	# the crontab lines, with cron's \% unescaped and the schedule dropped
-	start=$(sed -n 's/^    \*\/5 \* \* \* \* //p' README.md | sed 's/\\%/%/g')
-	reconcile=$(sed -n 's/^    \* \* \* \* \* //p' README.md | sed 's/\\%/%/g')
+	# (the first of each: the canary section's; the fleet section adds
+	# metrics to the same lines)
+	start=$(sed -n 's/^    \*\/5 \* \* \* \* //p' README.md | head -n 1 | sed 's/\\%/%/g')
+	reconcile=$(sed -n 's/^    \* \* \* \* \* //p' README.md | head -n 1 | sed 's/\\%/%/g')
 	[ -n "$start" ]
 	[ -n "$reconcile" ]
 	# one fixed minute, so the retried line is certainly the same run
@@ -336,6 +338,16 @@ uncertain_submit() {
 	# a retried line converges on that operation: its stored result
 	run -0 sh -c "$start"
 	[ "$(ledger 'SELECT count(*) FROM operations')" = 2 ]
+	# the canary fleet's lines, into a textfile directory of our own
+	mkdir -p "$BATS_TEST_TMPDIR/textfile"
+	while IFS= read -r line; do
+		line=${line//\/var\/lib\/node_exporter\/textfile/$BATS_TEST_TMPDIR/textfile}
+		sh -c "$line"
+	done < <(sed -n 's/^    \*[/0-9]* \* \* \* \* \(.*--metrics-file.*\)/\1/p' README.md)
+	run -0 check_exposition "$BATS_TEST_TMPDIR/textfile/nyx_route.prom"
+	assert_line 'nyx_route_admitted{capability="code_execute"} 1'
+	run -0 check_exposition "$BATS_TEST_TMPDIR/textfile/nyx_exec.prom"
+	assert_line 'nyx_exec_operations{status="succeeded"} 2'
 }
 
 # wait_in_background HANDLE: an exec-status --wait that holds the
@@ -480,4 +492,26 @@ wait_in_background() {
 	assert_line 'nyx_exec_operations{status="succeeded"} 2'
 	# a counter: it only grows
 	[ "$(grep '^nyx_exec_exchanges_total ' "$f" | cut -d' ' -f2)" -gt "$first" ]
+}
+
+# PRODUCT 2 and 7 (rev 2): -o table prints an aligned table on stdout.
+@test "-o table: exec-status --list shows age, request id, language, status within 80 columns" {
+	run -0 code-exec --request-id "$(rid t1)" -l python -e 'print(1)'
+	run -5 code-exec --no-wait --request-id "canary-with-a-rather-long-request-id-$(rid t2)" -l bash -e 'sleep 1'
+	run -0 --separate-stderr exec-status --list -o table
+	[ "${#lines[@]}" -eq 3 ]
+	[[ ${lines[0]} =~ ^HANDLE\ +AGE\ +REQUEST\ +LANGUAGE\ +STATUS ]]
+	[[ ${lines[1]} =~ ^h-[0-9a-f]{24}\ +[0-9]+s\ +r-[0-9]+-t1\ +python\ +succeeded ]]
+	[[ ${lines[2]} == *"canary-with-a-rather"*"..."*bash* ]]
+	for l in "${lines[@]}"; do [ "${#l}" -le 80 ]; done
+	# the columns line up
+	c=$(awk 'NR==1 {print index($0, "LANGUAGE")}' <<<"$output")
+	[ "$(awk -v c="$c" 'NR>1 {print substr($0, c, 6)}' <<<"$output" | sort -u | tr '\n' ' ')" = "bash   python " ]
+	# pretty and json are records; anything else is misuse
+	run -0 exec-status --list -o pretty
+	[ "${lines[0]}" = "{" ]
+	run -0 exec-status --list -o json
+	jq_ok '.type=="exec.status"'
+	run -64 --separate-stderr exec-status --list -o yaml
+	[[ $stderr == *"--output must be json, pretty or table"* ]]
 }

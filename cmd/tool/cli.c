@@ -15,10 +15,13 @@
 #include "nyx_json.h"
 #include "nyx_log.h"
 #include "nyx_version.h"
+#include "table.h"
 
 static const char *prog = "nyx";
 static char diag[4 + 32 + 1];
 static bool pretty;
+/* -o table: the records, rendered by nyx_cli_finish (invalid: JSON) */
+static jv table_rows;
 static bool stdout_failed;
 static int stdout_errno;
 
@@ -98,6 +101,10 @@ static const char common_help[] =
     "  -q, --quiet             no warnings on stderr\n"
     "      --pretty            indent JSON records for humans\n";
 
+static const char output_help[] =
+    "  -o, --output FMT        json (default), pretty, or table: an aligned\n"
+    "                          table on stdout instead of records\n";
+
 static const char net_help[] =
     "Network options:\n"
     "      --base-url URL      NyxID public API base URL\n"
@@ -117,6 +124,8 @@ help(const struct nyx_cli_spec *spec)
 	if (spec->options != NULL && *spec->options != '\0')
 		printf("Options:\n%s\n", spec->options);
 	fputs(common_help, stdout);
+	if (!(spec->flags & NYX_CLI_NO_RECORDS))
+		fputs(output_help, stdout);
 	if (spec->flags & NYX_CLI_NET)
 		printf("\n%s", net_help);
 	if (spec->flags & NYX_CLI_STATE)
@@ -207,6 +216,8 @@ nyx_cli_parse(int argc, char **argv, const struct nyx_cli_spec *spec, void *ctx,
 	static const struct option state[] = {
 	    {"state-dir", required_argument, NULL, NYX_OPT_STATE_DIR},
 	};
+	static const struct option output = {
+	    "output", required_argument, NULL, 'o'};
 	struct option all[96];
 	char shortopts[128];
 	size_t n = 0, i;
@@ -220,6 +231,8 @@ nyx_cli_parse(int argc, char **argv, const struct nyx_cli_spec *spec, void *ctx,
 			all[n++] = net[i];
 	if (spec->flags & NYX_CLI_STATE)
 		all[n++] = state[0];
+	if (!(spec->flags & NYX_CLI_NO_RECORDS))
+		all[n++] = output;
 	for (i = 0; spec->longopts != NULL && spec->longopts[i].name != NULL &&
 	     n < sizeof(all) / sizeof(all[0]) - 1;
 	     i++)
@@ -227,7 +240,8 @@ nyx_cli_parse(int argc, char **argv, const struct nyx_cli_spec *spec, void *ctx,
 	memset(&all[n], 0, sizeof(all[n]));
 	/* no '+': options and operands in any order, as GNU tools take
 	 * them (PRODUCT 2); "--" still ends the options */
-	snprintf(shortopts, sizeof(shortopts), ":hVc:p:vq%s",
+	snprintf(shortopts, sizeof(shortopts), ":hVc:p:vq%s%s",
+	    spec->flags & NYX_CLI_NO_RECORDS ? "" : "o:",
 	    spec->shortopts ? spec->shortopts : "");
 
 	opterr = 0;
@@ -257,6 +271,17 @@ nyx_cli_parse(int argc, char **argv, const struct nyx_cli_spec *spec, void *ctx,
 			break;
 		case NYX_OPT_PRETTY:
 			cm->pretty = true;
+			break;
+		case 'o':
+			if (strcmp(optarg, "pretty") == 0)
+				cm->pretty = true;
+			else if (strcmp(optarg, "table") == 0)
+				table_rows = jv_array();
+			else if (strcmp(optarg, "json") != 0)
+				nyx_cli_usage(
+				    "--output must be json, pretty or "
+				    "table, not '%s'",
+				    optarg);
 			break;
 		case NYX_OPT_BASE_URL:
 			cm->base_url = optarg;
@@ -309,6 +334,10 @@ nyx_cli_emit(jv rec)
 		jv_free(rec);
 		return -1;
 	}
+	if (jv_is_valid(table_rows)) {
+		table_rows = jv_array_append(table_rows, rec);
+		return 0;
+	}
 	if (nyx_json_write(rec, stdout, pretty) < 0) {
 		stdout_failed = true;
 		stdout_errno = errno;
@@ -354,6 +383,14 @@ nyx_cli_fail(const struct nyx_err *err)
 int
 nyx_cli_finish(int code)
 {
+	if (jv_is_valid(table_rows)) {
+		jv rows = table_rows;
+
+		table_rows = jv_invalid();
+		if (!stdout_failed)
+			nyx_table_print(stdout, rows);
+		jv_free(rows);
+	}
 	if (!stdout_failed && (fflush(stdout) == EOF || ferror(stdout))) {
 		stdout_failed = true;
 		stdout_errno = errno;

@@ -25,6 +25,7 @@
 #define NYX_CLI_NET                                                            \
 	0x1 /* --base-url --token-file --exec-token-file --timeout */
 #define NYX_CLI_STATE 0x2 /* --state-dir */
+#define NYX_CLI_NO_RECORDS 0x4 /* prints no records: no -o */
 
 /* Option codes of long-only common flags (own long-only flags use >= 2000). */
 enum {
@@ -34,6 +35,7 @@ enum {
 	NYX_OPT_EXEC_TOKEN_FILE,
 	NYX_OPT_MAX_TIME,
 	NYX_OPT_STATE_DIR,
+	NYX_OPT_OUTPUT,
 };
 
 struct nyx_cli_spec {
