@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tool/cli.h"
@@ -31,10 +32,15 @@ enum {
 	OPT_CODEX_RUNNER,
 	OPT_CONTROL_TOKEN_FILE,
 	OPT_ALLOW_REMOTE,
+	OPT_DETACH,
 };
 
+#define MAX_WORLDS 16
+
 struct opts {
-	const char *world;
+	const char *worlds[MAX_WORLDS];
+	size_t nworlds;
+	bool detach;
 	const char *listen;
 	const char *port_file;
 	const char *faults;
@@ -57,6 +63,7 @@ static const struct option longopts[] = {
     {"codex-runner", required_argument, NULL, OPT_CODEX_RUNNER},
     {"control-token-file", required_argument, NULL, OPT_CONTROL_TOKEN_FILE},
     {"allow-remote", no_argument, NULL, OPT_ALLOW_REMOTE},
+    {"detach", no_argument, NULL, OPT_DETACH},
     {NULL, 0, NULL, 0},
 };
 
@@ -67,7 +74,12 @@ on_opt(int c, const char *arg, void *ctx)
 
 	switch (c) {
 	case OPT_WORLD:
-		o->world = arg;
+		if (o->nworlds == MAX_WORLDS)
+			nyx_cli_usage("at most %d --world files", MAX_WORLDS);
+		o->worlds[o->nworlds++] = arg;
+		break;
+	case OPT_DETACH:
+		o->detach = true;
 		break;
 	case OPT_LISTEN:
 		o->listen = arg;
@@ -112,12 +124,16 @@ on_opt(int c, const char *arg, void *ctx)
 }
 
 static const struct nyx_cli_spec spec = {
-    "--world FILE [--listen HOST:PORT] [--port-file FILE] [--faults FILE] "
+    "--world FILE [--world FILE...] [--listen HOST:PORT] [--port-file FILE]\n"
+    "       [--faults FILE] [--detach] "
     "[--store FILE] [--retention SECS] [--codex-runner CMD] "
     "[--control --control-token-file FILE] [--allow-remote] "
     "[common options]",
     "      --world FILE        principals, orgs, routes and key facts "
-    "(YAML)\n"
+    "(YAML);\n"
+    "                          several merge (lists concatenate)\n"
+    "      --detach            run in the background once listening; print\n"
+    "                          NYX_BASE_URL and NYX_SANDBOXD_PID for eval\n"
     "      --listen HOST:PORT  address to serve on (default 127.0.0.1:0)\n"
     "      --port-file FILE    write the bound port to FILE once "
     "listening\n"
@@ -140,12 +156,50 @@ static const struct nyx_cli_spec spec = {
     on_opt,
 };
 
+/* Merge a later world into an earlier one: lists concatenate, maps
+ * merge, any other value of the later file wins. */
+static jv
+merge(jv a, jv b)
+{
+	if (jv_get_kind(a) != JV_KIND_OBJECT ||
+	    jv_get_kind(b) != JV_KIND_OBJECT) {
+		jv_free(a);
+		return b;
+	}
+	jv_object_foreach(b, k, v)
+	{
+		jv old = jv_object_get(jv_copy(a), jv_copy(k));
+
+		if (jv_get_kind(old) == JV_KIND_ARRAY &&
+		    jv_get_kind(v) == JV_KIND_ARRAY)
+			v = jv_array_concat(old, v);
+		else if (jv_get_kind(old) == JV_KIND_OBJECT &&
+		    jv_get_kind(v) == JV_KIND_OBJECT)
+			v = jv_object_merge(old, v);
+		else
+			jv_free(old);
+		a = jv_object_set(a, k, v);
+	}
+	jv_free(b);
+	return a;
+}
+
 static int
 load_docs(const struct opts *o, jv *world, jv *faults, struct nyx_err *err)
 {
+	size_t i;
+
 	*faults = jv_null();
-	if (nyx_yaml_load_file(o->world, world, err) < 0)
-		return -1;
+	*world = jv_invalid();
+	for (i = 0; i < o->nworlds; i++) {
+		jv w;
+
+		if (nyx_yaml_load_file(o->worlds[i], &w, err) < 0) {
+			jv_free(*world);
+			return -1;
+		}
+		*world = i == 0 ? w : merge(*world, w);
+	}
 	if (o->faults != NULL &&
 	    nyx_yaml_load_file(o->faults, faults, err) < 0) {
 		jv_free(*world);
@@ -208,6 +262,76 @@ read_control_token(const char *path, struct nyx_err *err)
 	return tok;
 }
 
+/*
+ * --detach, ssh-agent style: the parent waits for the child to listen,
+ * prints the variables for eval and exits 0; a child that fails first
+ * has said why on the shared stderr, and its exit is the parent's.
+ * Returns the ready descriptor in the child, or exits in the parent.
+ */
+static int
+detach(void)
+{
+	int fds[2], status;
+	char line[128] = "";
+	ssize_t n, got = 0;
+	pid_t pid;
+
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		return -1;
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		close(fds[0]);
+		setsid();
+		return fds[1];
+	}
+	close(fds[1]);
+	while (got < (ssize_t)sizeof(line) - 1 &&
+	    (n = read(fds[0], line + got, sizeof(line) - 1 - (size_t)got)) !=
+	        0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			break;
+		got += n;
+	}
+	close(fds[0]);
+	line[got] = '\0';
+	if (strchr(line, '\n') == NULL) {
+		if (waitpid(pid, &status, 0) == pid && WIFEXITED(status))
+			exit(WEXITSTATUS(status));
+		exit(NYX_EXIT_SOFTWARE);
+	}
+	*strchr(line, '\n') = '\0';
+	printf("NYX_BASE_URL='%s'; export NYX_BASE_URL;\n"
+	       "NYX_SANDBOXD_PID=%ld; export NYX_SANDBOXD_PID;\n",
+	    line, (long)pid);
+	exit(fflush(stdout) == 0 ? NYX_EXIT_OK : NYX_EXIT_IOERR);
+}
+
+/* In the detached child, once listening: tell the parent, then leave
+ * the terminal (stdin, stdout and stderr become /dev/null). */
+static void
+detached_ready(int ready, const char *base)
+{
+	char line[128];
+	int n = snprintf(line, sizeof(line), "%s\n", base), fd;
+
+	if (n > 0 && write(ready, line, (size_t)n) != n)
+		nyx_log(NYX_LOG_WARN, "cannot tell the parent: %s",
+		    strerror(errno));
+	close(ready);
+	fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (fd >= 0) {
+		dup2(fd, 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		close(fd);
+	}
+}
+
 static int
 run(const struct opts *o, struct nyx_err *err)
 {
@@ -217,7 +341,7 @@ run(const struct opts *o, struct nyx_err *err)
 	sigset_t set;
 	jv world, faults;
 	char *token = NULL;
-	int sig;
+	int sig, ready = -1;
 
 	if (o->control &&
 	    (token = read_control_token(o->control_token_file, err)) == NULL)
@@ -226,6 +350,14 @@ run(const struct opts *o, struct nyx_err *err)
 	if (load_docs(o, &world, &faults, err) < 0) {
 		free(token);
 		return -1;
+	}
+	/* before any thread: a fork keeps only the calling one */
+	if (o->detach && (ready = detach()) < 0) {
+		free(token);
+		jv_free(world);
+		jv_free(faults);
+		return nyx_err_set(err, NYX_EXIT_OSERR, "detach_failed",
+		    "cannot detach: %s", strerror(errno));
 	}
 	/* threads inherit this mask: only sigwait below sees the signals */
 	sigemptyset(&set);
@@ -251,6 +383,8 @@ run(const struct opts *o, struct nyx_err *err)
 		return -1;
 	}
 	nyx_log_line("listening on %s", nyx_srv_base(srv));
+	if (ready >= 0)
+		detached_ready(ready, nyx_srv_base(srv));
 	for (;;) {
 		if (sigwait(&set, &sig) != 0)
 			continue;
@@ -294,13 +428,19 @@ main(int argc, char **argv)
 	idx = nyx_cli_parse(argc, argv, &spec, &o, &cm);
 	if (idx < argc)
 		nyx_cli_usage("unexpected argument '%s'", argv[idx]);
-	if (o.world == NULL)
+	if (o.nworlds == 0)
 		nyx_cli_usage("--world FILE is required");
 	if (o.control != (o.control_token_file != NULL))
 		nyx_cli_usage("--control and --control-token-file go together");
 	if (nyx_time_init(&err) < 0)
 		return nyx_cli_fail(&err);
 	code = run(&o, &err);
+	if (code < 0 && o.detach) {
+		/* stdout is for eval: the error goes to stderr alone */
+		nyx_log(NYX_LOG_ERROR, "%s: %s (%s)", nyx_err_code(&err),
+		    err.message, nyx_cli_diag());
+		return err.exit ? err.exit : NYX_EXIT_SOFTWARE;
+	}
 	if (code < 0)
 		return nyx_cli_fail(&err);
 	return code;

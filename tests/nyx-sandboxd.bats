@@ -707,3 +707,41 @@ sx() {
 	[ "$(status_of)" = 202 ]
 	[ $(($(date +%s%3N) - t0)) -ge 1200 ]
 }
+
+# PRODUCT 11 (rev 2): a server for people, ssh-agent style.
+@test "--detach prints eval-able NYX_BASE_URL and NYX_SANDBOXD_PID once listening" {
+	local w="$BATS_TEST_TMPDIR/world.yaml"
+	render "$FIX/worlds/principals.yaml" "$FIX/nyx-sandboxd/routes.yaml" >"$w"
+	run -0 --separate-stderr nyx-sandboxd --world "$w" --detach 3>&-
+	[[ $output =~ ^NYX_BASE_URL=\'http://127\.0\.0\.1:[0-9]+\'\;\ export\ NYX_BASE_URL\; ]]
+	eval "$output"
+	# listening already: no wait, no port file, no race
+	run -0 curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $ALICE" "$NYX_BASE_URL/api/v1/keys"
+	[ "$output" = 200 ]
+	kill -0 "$NYX_SANDBOXD_PID"
+	# its own session: it survives the shell that started it
+	[ "$(ps -o sid= -p "$NYX_SANDBOXD_PID" | tr -d ' ')" = "$NYX_SANDBOXD_PID" ]
+	kill "$NYX_SANDBOXD_PID"
+	for _ in $(seq 1 50); do kill -0 "$NYX_SANDBOXD_PID" 2>/dev/null || break; sleep 0.1; done
+	not kill -0 "$NYX_SANDBOXD_PID" 2>/dev/null
+	# a server that cannot start says why, and the exit is its own
+	run -66 --separate-stderr nyx-sandboxd --world "$BATS_TEST_TMPDIR/none.yaml" --detach
+	[ -z "$output" ]
+	[[ $stderr == *none.yaml* ]]
+}
+
+@test "several --world files merge: lists concatenate, later keys win" {
+	local d="$BATS_TEST_TMPDIR/w" port
+	mkdir -p "$d"
+	render "$FIX/worlds/principals.yaml" >"$d/people.yaml"
+	render "$FIX/nyx-sandboxd/routes.yaml" >"$d/routes.yaml"
+	nyx-sandboxd --world "$d/people.yaml" --world "$d/routes.yaml" --port-file "$d/port" 2>"$d/stderr" 3>&- &
+	pid=$!
+	for _ in $(seq 1 100); do [ -s "$d/port" ] && break; sleep 0.05; done
+	port=$(cat "$d/port")
+	run -0 curl -s -H "Authorization: Bearer $ALICE" "http://127.0.0.1:$port/api/v1/user-services"
+	# Alice (from the first file) sees the routes (from the second)
+	[ "$(jq '.user_services // . | length' <<<"$output")" -ge 1 ]
+	kill "$pid"
+	wait "$pid" || true
+}
