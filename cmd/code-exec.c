@@ -520,6 +520,8 @@ run_durable(const struct opts *o, struct nyx_settings *s, struct nyx_http *http,
 		catch_interrupts();
 		r.interrupts = (const volatile int *)&interrupts;
 		r.detach_on_interrupt = o->detach_on_interrupt;
+		if (isatty(STDERR_FILENO) && !nyx_cli_quiet())
+			r.progress = nyx_cli_wait_progress;
 	}
 	nyx_cred_owner(s->exec_token, owner, sizeof(owner));
 	snprintf(it.d.op.owner, sizeof(it.d.op.owner), "%s", owner);

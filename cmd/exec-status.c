@@ -292,21 +292,6 @@ emit_item(struct nyx_ledger *l, const struct nyx_rec_item *it)
 	return jv_is_valid(r) ? nyx_cli_emit(r) : -1;
 }
 
-/* --wait on a terminal: one line per open operation, every round. */
-static void
-progress(const struct nyx_rec_item *v, size_t n, int64_t elapsed, void *arg)
-{
-	size_t i;
-
-	if (elapsed <= 2000)
-		return;
-	for (i = 0; i < n; i++)
-		if (!v[i].done && !v[i].d.op.terminal)
-			nyx_log_line("%s: %llds %s%s%s", v[i].d.op.handle,
-			    (long long)elapsed / 1000, v[i].d.op.status,
-			    v[i].d.op.phase[0] ? "/" : "", v[i].d.op.phase);
-}
-
 /* HTTP exchanges this invocation made, for the metrics file. */
 static long run_exchanges;
 
@@ -430,7 +415,7 @@ reconcile(const struct opts *o, const struct nyx_common *cm,
 	r.cancel = o->cancel;
 	r.finalize_audit = true;
 	if (o->wait && isatty(STDERR_FILENO) && cm->quiet == 0)
-		r.progress = progress;
+		r.progress = nyx_cli_wait_progress;
 	if (nyx_reconcile_run(&r, items, n, err) < 0)
 		goto out;
 	/* every state is persisted; now print, in the order given */

@@ -515,3 +515,19 @@ wait_in_background() {
 	run -64 --separate-stderr exec-status --list -o yaml
 	[[ $stderr == *"--output must be json, pretty or table"* ]]
 }
+
+# PRODUCT 6 (rev 2): a wait on a terminal shows one line, rewritten in
+# place; nothing when stderr is not a terminal.
+@test "waiting shows one progress line on a terminal, rewritten in place; none otherwise" {
+	command -v script >/dev/null || skip "no script(1)"
+	local log="$BATS_TEST_TMPDIR/tty"
+	# script(1) gives the command a terminal; its output is the terminal's
+	script -qec "code-exec --request-id $(rid p) -l bash -e 'sleep 4; echo done' >$BATS_TEST_TMPDIR/out" "$log" </dev/null
+	jq -e '.output.stdout=="done\n"' "$BATS_TEST_TMPDIR/out"
+	# rewritten with a carriage return and erase-line, never a new line
+	grep -a -q $'\r\e\[Kcode-exec: [0-9]*s, 1 pending: h-[0-9a-f]* ' "$log"
+	[ "$(grep -a -c 'pending: h-' "$log")" -le 1 ]
+	# not a terminal: silent
+	run -0 --separate-stderr code-exec --request-id "$(rid q)" -l bash -e 'sleep 3; echo done'
+	[[ $stderr != *pending* ]]
+}

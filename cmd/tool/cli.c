@@ -14,6 +14,7 @@
 #include "nyx_hash.h"
 #include "nyx_json.h"
 #include "nyx_log.h"
+#include "nyx_time.h"
 #include "nyx_version.h"
 #include "table.h"
 
@@ -22,6 +23,9 @@ static char diag[4 + 32 + 1];
 static bool pretty;
 /* -o table: the records, rendered by nyx_cli_finish (invalid: JSON) */
 static jv table_rows;
+/* a progress line is on the terminal, to be cleared before output */
+static bool progress_shown;
+static bool quiet_flag;
 static bool stdout_failed;
 static int stdout_errno;
 
@@ -312,6 +316,7 @@ nyx_cli_parse(int argc, char **argv, const struct nyx_cli_spec *spec, void *ctx,
 		}
 	}
 	nyx_log_set_verbosity(cm->verbose, cm->quiet);
+	quiet_flag = cm->quiet != 0;
 	nyx_cli_set_pretty(cm->pretty);
 	return optind;
 }
@@ -330,6 +335,7 @@ nyx_cli_capability(const char *arg)
 int
 nyx_cli_emit(jv rec)
 {
+	nyx_cli_progress_clear();
 	if (stdout_failed) {
 		jv_free(rec);
 		return -1;
@@ -380,9 +386,50 @@ nyx_cli_fail(const struct nyx_err *err)
 	return nyx_cli_finish(code);
 }
 
+bool
+nyx_cli_quiet(void)
+{
+	return quiet_flag;
+}
+
+void
+nyx_cli_progress_clear(void)
+{
+	if (progress_shown)
+		fputs("\r\033[K", stderr);
+	progress_shown = false;
+}
+
+void
+nyx_cli_wait_progress(
+    const struct nyx_rec_item *v, size_t n, int64_t elapsed, void *arg)
+{
+	const struct nyx_rec_item *first = NULL;
+	size_t i, left = 0;
+	long long next;
+
+	(void)arg;
+	for (i = 0; i < n; i++)
+		if (!v[i].done && !v[i].d.op.terminal && left++ == 0)
+			first = &v[i];
+	if (first == NULL)
+		return;
+	next = (long long)(first->d.op.next_poll_at_ms - nyx_now_ms()) / 1000;
+	/* one line, rewritten in place (PRODUCT 6) */
+	fprintf(stderr,
+	    "\r\033[K%s: %llds, %zu pending: %s %s%s%s, next poll "
+	    "in %llds",
+	    prog, (long long)elapsed / 1000, left, first->d.op.handle,
+	    first->d.op.status, first->d.op.phase[0] ? "/" : "",
+	    first->d.op.phase, next < 0 ? 0 : next);
+	fflush(stderr);
+	progress_shown = true;
+}
+
 int
 nyx_cli_finish(int code)
 {
+	nyx_cli_progress_clear();
 	if (jv_is_valid(table_rows)) {
 		jv rows = table_rows;
 

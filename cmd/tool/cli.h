@@ -18,6 +18,7 @@
 #include <jv.h>
 
 #include "nyx_config.h"
+#include "nyx_reconcile.h"
 #include "nyx_route.h"
 #include "nyx_err.h"
 
@@ -65,6 +66,18 @@ _Noreturn void nyx_cli_usage(const char *fmt, ...)
 
 /* The capability named by a --capability argument; 64 when unknown. */
 const struct nyx_capability *nyx_cli_capability(const char *arg);
+
+/*
+ * A wait's progress on a terminal (PRODUCT 6): one stderr line rewritten
+ * in place (elapsed, pending, the first one's status, next poll), for
+ * struct nyx_reconcile's progress hook; the caller installs it only when
+ * stderr is a terminal and not -q.  Cleared before any record or exit.
+ */
+void nyx_cli_wait_progress(
+    const struct nyx_rec_item *v, size_t n, int64_t elapsed, void *arg);
+void nyx_cli_progress_clear(void);
+/* Whether -q was given. */
+bool nyx_cli_quiet(void);
 
 /* Emit one record on stdout (consumes it); -1 after a write error. */
 int nyx_cli_emit(jv rec);
