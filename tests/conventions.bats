@@ -136,6 +136,18 @@ EOF2
 		COMP_WORDS=(nyx-route-inspect --inventory "$1/d/in"); COMP_CWORD=2
 		_nyx_route_inspect; printf "%s\n" "${COMPREPLY[@]}"' _ "$BATS_TEST_TMPDIR"
 	[ "$output" = "$BATS_TEST_TMPDIR/d/inv.json" ]
+	# subcommands, and the pending approval ids after approve (read from
+	# 'codex-exec approvals' in an empty state directory: none)
+	run -0 bash -c '
+		source "$NYX_ROOT/completions/bash/nyx"
+		COMP_WORDS=(codex-exec appr); COMP_CWORD=1
+		_nyx_codex_exec; printf "%s\n" "${COMPREPLY[@]}"'
+	assert_output $'approvals\napprove'
+	NYX_STATE_DIR=$BATS_TEST_TMPDIR/st run -0 bash -c '
+		source "$NYX_ROOT/completions/bash/nyx"
+		COMP_WORDS=(codex-exec approve ""); COMP_CWORD=2
+		_nyx_codex_exec; printf "%s" "${COMPREPLY[@]}"'
+	assert_output ""
 }
 
 @test "the zsh completion file loads" {
