@@ -47,7 +47,7 @@ static const struct layout layouts[] = {
 static char *
 cell(jv rec, const char *path)
 {
-	jv v = jv_copy(rec);
+	jv v;
 	char *out, *nl;
 	const char *p = path;
 
@@ -73,6 +73,7 @@ cell(jv rec, const char *path)
 			    buf, sizeof(buf), "%lldd", (long long)s / 86400);
 		return strdup(buf);
 	}
+	v = jv_copy(rec);
 	while (*p != '\0' && jv_get_kind(v) == JV_KIND_OBJECT) {
 		size_t n = strcspn(p, ".");
 		jv k = jv_string_sized(p, (int)n);
