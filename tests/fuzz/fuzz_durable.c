@@ -8,14 +8,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../unit/dur_fixture.h"
 #include "fuzz.h"
 #include "nyx_durable.h"
 
 #define NOW 1800000000000LL
-#define OP "op_0123456789abcdef0123456789abcdef"
-#define KEY                                                                    \
-	"tool:v1:operation:"                                                   \
-	"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
 static const long statuses[] = {200, 201, 202, 204, 304, 400, 401, 403, 404,
     408, 409, 410, 412, 413, 422, 429, 500, 502, 503, 504, 0};
@@ -23,24 +20,9 @@ static const long statuses[] = {200, 201, 202, 204, 304, 400, 401, 403, 404,
 static void
 start(struct nyx_dur *d, int state)
 {
-	nyx_dur_init(d);
-	snprintf(d->op.handle, sizeof(d->op.handle), "h-fuzz");
-	snprintf(d->op.base_url, sizeof(d->op.base_url), "http://127.0.0.1:1");
-	snprintf(d->op.user_service_id, sizeof(d->op.user_service_id), "us-1");
-	snprintf(d->op.slug, sizeof(d->op.slug), "chrono-sandbox");
-	snprintf(d->op.language, sizeof(d->op.language), "python");
-	snprintf(d->op.status, sizeof(d->op.status), "submitting");
-	d->op.timeout_secs = 30;
-	d->op.created_at_ms = d->op.next_poll_at_ms = NOW - 1000;
-	d->op.recovery_until_ms = NOW + NYX_DUR_RECOVERY_MS;
-	d->op.child_exit = -1;
-	nyx_buf_addstr(&d->secret, KEY "\nprint(1)");
-	if (state > 0) {
-		snprintf(d->op.operation_id, sizeof(d->op.operation_id), OP);
-		snprintf(d->op.status, sizeof(d->op.status), "running");
+	dur_fixture(d, state > 0, NOW);
+	if (state > 0)
 		snprintf(d->op.etag, sizeof(d->op.etag), "\"v2\"");
-		d->op.expires_at_ms = NOW + 3600000;
-	}
 	if (state == 2)
 		d->op.stop_deadline_ms = NOW + 60000;
 	if (state == 3)

@@ -8,14 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dur_fixture.h"
 #include "nyx_durable.h"
 #include "nyx_test.h"
 
 #define NOW 1800000000000LL /* 2027-01-15T08:00:00Z */
-#define OP "op_0123456789abcdef0123456789abcdef"
-#define KEY                                                                    \
-	"tool:v1:operation:"                                                   \
-	"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+#define OP DUR_FIXTURE_OP
 
 #define SNAP(status)                                                           \
 	"{\"operation_id\":\"" OP "\",\"status\":\"" status "\","              \
@@ -100,23 +98,7 @@ static const struct row rows[] = {
 static void
 start(struct nyx_dur *d, enum start s)
 {
-	nyx_dur_init(d);
-	snprintf(d->op.handle, sizeof(d->op.handle), "h-test");
-	snprintf(d->op.base_url, sizeof(d->op.base_url), "http://127.0.0.1:1");
-	snprintf(d->op.user_service_id, sizeof(d->op.user_service_id), "us-1");
-	snprintf(d->op.slug, sizeof(d->op.slug), "chrono-sandbox");
-	snprintf(d->op.language, sizeof(d->op.language), "python");
-	snprintf(d->op.status, sizeof(d->op.status), "submitting");
-	d->op.timeout_secs = 30;
-	d->op.created_at_ms = d->op.next_poll_at_ms = NOW - 1000;
-	d->op.recovery_until_ms = NOW + NYX_DUR_RECOVERY_MS;
-	d->op.child_exit = -1;
-	nyx_buf_addstr(&d->secret, KEY "\nprint(1)");
-	if (s != FRESH) {
-		snprintf(d->op.operation_id, sizeof(d->op.operation_id), OP);
-		snprintf(d->op.status, sizeof(d->op.status), "running");
-		d->op.expires_at_ms = NOW + 3600000;
-	}
+	dur_fixture(d, s != FRESH, NOW);
 	if (s == STOPPING)
 		d->op.stop_deadline_ms = NOW + 60000;
 }
