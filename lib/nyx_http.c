@@ -6,12 +6,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 
 #include "nyx_hash.h"
 #include "nyx_json.h"
 #include "nyx_log.h"
+#include "nyx_time.h"
 #include "nyx_version.h"
 
 struct nyx_http {
@@ -21,6 +25,10 @@ struct nyx_http {
 };
 
 /* Per-transfer state handed to the callbacks. */
+/* ---- capture (issue 14): one JSON line per exchange ---- */
+static int capture_fd = -1;
+static bool capture_with_source;
+
 struct xfer {
 	struct nyx_http_resp *resp;
 	size_t max_body;
@@ -28,6 +36,7 @@ struct xfer {
 	size_t header_bytes;
 	bool too_large;
 	bool headers_too_large;
+	struct nyx_buf cap; /* the raw body, while a capture is open */
 	jv_parser *parser; /* with parse_json, until the document is done */
 	struct nyx_json_strict *strict; /* beside it: WIRE.md 1 */
 	int ndocs;
@@ -153,6 +162,8 @@ on_body(char *p, size_t sz, size_t nm, void *ud)
 		return 0; /* abort the transfer: stop reading now */
 	}
 	x->received += n;
+	if (capture_fd >= 0)
+		(void)nyx_buf_add(&x->cap, p, n);
 	if (x->req->parse_json) {
 		feed(x, p, n, true);
 		return n;
@@ -273,6 +284,7 @@ setup(CURL *c, const struct nyx_http_req *req, struct nyx_http_resp *resp,
 
 	memset(x, 0, sizeof(*x));
 	x->resp = resp;
+	nyx_buf_init(&x->cap, 0);
 	x->req = req;
 	x->max_body = req->max_body ? req->max_body : NYX_HTTP_MAX_BODY;
 	nyx_buf_init(&resp->body, 0);
@@ -407,6 +419,120 @@ reason(CURL *c, CURLcode rc, const char *errbuf, char *out, size_t n)
 		snprintf(out, n, "%s", m);
 }
 
+/* A body as the capture keeps it: registered credentials redacted; a
+ * request's "script" replaced by its SHA-256 unless asked for. */
+static jv
+capture_body(const char *p, size_t n, bool request)
+{
+	jv doc, s;
+
+	if (p == NULL || n == 0)
+		return jv_null();
+	if (request && !capture_with_source) {
+		doc = nyx_json_parse(p, n);
+		if (jv_get_kind(doc) == JV_KIND_OBJECT &&
+		    nyx_json_kind(doc, "script") == JV_KIND_STRING) {
+			const char *src = nyx_json_peek_str(doc, "script");
+			char hex[65], tag[72];
+
+			if (nyx_sha256_hex(src, strlen(src), hex) == 0) {
+				snprintf(tag, sizeof(tag), "sha256:%s", hex);
+				doc = jv_object_set(
+				    doc, jv_string("script"), jv_string(tag));
+				s = jv_dump_string(doc, JV_PRINT_SORTED);
+				doc = nyx_log_redact_output(jv_string_value(s),
+				    (size_t)jv_string_length_bytes(jv_copy(s)),
+				    NULL);
+				jv_free(s);
+				return doc;
+			}
+		}
+		jv_free(doc);
+	}
+	return nyx_log_redact_output(p, n, NULL);
+}
+
+static void
+capture(const struct nyx_http_req *req, const struct nyx_http_resp *r,
+    const struct nyx_buf *body)
+{
+	static const char *const fails[] = {
+	    NULL, "transport", "timeout", "too_large"};
+	const char *u = strstr(req->url, "://");
+	jv rec = jv_object(), h = jv_object();
+	char *line;
+
+	u = u ? strchr(u + 3, '/') : NULL;
+	rec = jv_object_set(rec, jv_string("v"), jv_number(1));
+	rec = jv_object_set(rec, jv_string("type"), jv_string("http.exchange"));
+	rec = jv_object_set(rec, jv_string("at"), nyx_json_time(nyx_now_ms()));
+	rec = jv_object_set(rec, jv_string("method"),
+	    jv_string(req->method ? req->method : "GET"));
+	/* the path and query as sent: _nyxid_via is what a replay needs */
+	rec = jv_object_set(rec, jv_string("path"), jv_string(u ? u : "/"));
+	if (req->body != NULL)
+		rec = jv_object_set(rec, jv_string("request_body"),
+		    capture_body(req->body, req->body_len, true));
+	rec = jv_object_set(rec, jv_string("status"), jv_number(r->status));
+	rec = jv_object_set(rec, jv_string("fail"),
+	    r->fail > 0 && r->fail < 4 ? jv_string(fails[r->fail]) : jv_null());
+	if (r->content_type)
+		h = jv_object_set(
+		    h, jv_string("Content-Type"), jv_string(r->content_type));
+	if (r->etag)
+		h = jv_object_set(h, jv_string("ETag"), jv_string(r->etag));
+	if (r->retry_after)
+		h = jv_object_set(
+		    h, jv_string("Retry-After"), jv_string(r->retry_after));
+	if (r->location)
+		h = jv_object_set(
+		    h, jv_string("Location"), jv_string(r->location));
+	rec = jv_object_set(rec, jv_string("headers"), h);
+	rec = jv_object_set(rec, jv_string("body"),
+	    r->fail == NYX_HTTP_OK ? capture_body(body->data, body->len, false)
+	                           : jv_null());
+	rec = jv_object_set(
+	    rec, jv_string("elapsed_ms"), jv_number((double)r->elapsed_ms));
+	line = nyx_json_dump(rec);
+	if (line != NULL) {
+		size_t n = strlen(line);
+
+		line[n] = '\n'; /* written by length: one write, one line */
+		if (write(capture_fd, line, n + 1) != (ssize_t)(n + 1))
+			nyx_log(NYX_LOG_WARN, "capture: cannot write: %s",
+			    strerror(errno));
+		free(line);
+	}
+}
+
+int
+nyx_http_capture_open(const char *path, bool with_source, struct nyx_err *err)
+{
+	struct stat st;
+	int fd;
+
+	/* new: created 0600 with O_EXCL; existing: appended to, when it is
+	 * a regular file of ours closed to others (never through a link) */
+	fd = open(path,
+	    O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+	    0600);
+	if (fd < 0 && errno == EEXIST)
+		fd = open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return nyx_err_set(err, NYX_EXIT_CANTCREAT, "capture_failed",
+		    "cannot open the capture %s: %s", path, strerror(errno));
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
+		close(fd);
+		return nyx_err_set(err, NYX_EXIT_CANTCREAT, "capture_failed",
+		    "the capture %s must be a regular file of yours, mode 0600",
+		    path);
+	}
+	capture_fd = fd;
+	capture_with_source = with_source;
+	return 0;
+}
+
 /*
  * libcurl refuses one header line over its own limit (100 KiB) before
  * on_header sees it: CURLE_OUT_OF_MEMORY in 7.x, CURLE_TOO_LARGE in 8.6
@@ -477,6 +603,9 @@ finish(CURL *c, CURLcode rc, struct xfer *x, struct nyx_http *h)
 		reason(c, rc, x->errbuf, r->errmsg, sizeof(r->errmsg));
 	}
 	trace(x->req, r);
+	if (capture_fd >= 0)
+		capture(x->req, r, &x->cap);
+	nyx_buf_free(&x->cap);
 	return r->fail == NYX_HTTP_OK ? 0 : -1;
 }
 
@@ -590,6 +719,7 @@ out:
 			if (slots[i].x.parser != NULL)
 				jv_parser_free(slots[i].x.parser);
 			nyx_json_strict_free(slots[i].x.strict);
+			nyx_buf_free(&slots[i].x.cap);
 		}
 		curl_easy_cleanup(slots[i].c);
 	}

@@ -122,6 +122,17 @@ void nyx_http_resp_free(struct nyx_http_resp *resp);
  * (127.0.0.0/8, ::1, localhost), no credentials, query or fragment.
  * Returns 0 or -1 (exit 78).
  */
+/*
+ * Capture every exchange of this process to path (issue 14): one
+ * "http.exchange" JSON line each, appended as it happens, with the
+ * response's allow-listed headers and body and the request body; loaded
+ * credentials become [REDACTED] and a request's "script" its SHA-256
+ * unless with_source.  A new file is created 0600 with O_EXCL; an
+ * existing one must be a regular file of ours closed to others (73).
+ */
+int nyx_http_capture_open(
+    const char *path, bool with_source, struct nyx_err *err);
+
 int nyx_http_check_base_url(const char *url, struct nyx_err *err);
 
 /* Percent-encode one path or query component into a new heap string. */

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "nyx_hash.h"
+#include "nyx_http.h"
 #include "nyx_json.h"
 #include "nyx_log.h"
 #include "nyx_time.h"
@@ -115,7 +116,11 @@ static const char net_help[] =
     "      --token-file FILE   source-readable token (inventory, route "
     "writes)\n"
     "      --exec-token-file FILE  token sent on execution calls\n"
-    "      --max-time SECS     bound on each HTTP exchange (1..3600)\n";
+    "      --max-time SECS     bound on each HTTP exchange (1..3600)\n"
+    "      --capture FILE      append every HTTP exchange to FILE "
+    "(NYX_CAPTURE)\n"
+    "      --capture-source    keep the source in a capture, not its "
+    "SHA-256\n";
 
 static const char state_help[] =
     "State options:\n"
@@ -216,6 +221,8 @@ nyx_cli_parse(int argc, char **argv, const struct nyx_cli_spec *spec, void *ctx,
 	    {"exec-token-file", required_argument, NULL,
 	        NYX_OPT_EXEC_TOKEN_FILE},
 	    {"max-time", required_argument, NULL, NYX_OPT_MAX_TIME},
+	    {"capture", required_argument, NULL, NYX_OPT_CAPTURE},
+	    {"capture-source", no_argument, NULL, NYX_OPT_CAPTURE_SOURCE},
 	};
 	static const struct option state[] = {
 	    {"state-dir", required_argument, NULL, NYX_OPT_STATE_DIR},
@@ -224,6 +231,8 @@ nyx_cli_parse(int argc, char **argv, const struct nyx_cli_spec *spec, void *ctx,
 	    "output", required_argument, NULL, 'o'};
 	struct option all[96];
 	char shortopts[128];
+	const char *capture = NULL;
+	bool capture_source = false;
 	size_t n = 0, i;
 	int c;
 
@@ -302,6 +311,12 @@ nyx_cli_parse(int argc, char **argv, const struct nyx_cli_spec *spec, void *ctx,
 		case NYX_OPT_STATE_DIR:
 			cm->state_dir = optarg;
 			break;
+		case NYX_OPT_CAPTURE:
+			capture = optarg;
+			break;
+		case NYX_OPT_CAPTURE_SOURCE:
+			capture_source = true;
+			break;
 		case ':':
 			nyx_cli_usage(
 			    "option '%s' needs a value", argv[optind - 1]);
@@ -317,6 +332,18 @@ nyx_cli_parse(int argc, char **argv, const struct nyx_cli_spec *spec, void *ctx,
 	}
 	nyx_log_set_verbosity(cm->verbose, cm->quiet);
 	quiet_flag = cm->quiet != 0;
+	if (capture_source && capture == NULL && getenv("NYX_CAPTURE") == NULL)
+		nyx_cli_usage("--capture-source goes with --capture FILE");
+	if (spec->flags & NYX_CLI_NET) {
+		const char *env = getenv("NYX_CAPTURE");
+		struct nyx_err err = NYX_ERR_ZERO;
+
+		if (capture == NULL && env != NULL && *env != '\0')
+			capture = env;
+		if (capture != NULL &&
+		    nyx_http_capture_open(capture, capture_source, &err) < 0)
+			exit(nyx_cli_fail(&err));
+	}
 	nyx_cli_set_pretty(cm->pretty);
 	return optind;
 }

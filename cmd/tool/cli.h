@@ -37,6 +37,8 @@ enum {
 	NYX_OPT_MAX_TIME,
 	NYX_OPT_STATE_DIR,
 	NYX_OPT_OUTPUT,
+	NYX_OPT_CAPTURE,
+	NYX_OPT_CAPTURE_SOURCE,
 };
 
 struct nyx_cli_spec {

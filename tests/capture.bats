@@ -1,0 +1,62 @@
+#!/usr/bin/env bats
+# --capture FILE / NYX_CAPTURE (issue 14, item 1): every HTTP exchange of a
+# run, one JSON line each, appended as it happens, with no credential and
+# no source unless asked for.
+
+load helpers/suite
+
+setup() {
+	suite_setup "$FIX/code-exec/routes.yaml"
+	durable_env
+	CAP=$BATS_TEST_TMPDIR/capture.ndjson
+}
+
+@test "a durable run with a 409 on its result: one line per exchange, in order, 0600" {
+	printf 'faults:\n  - {method: GET, path: "%s/*/result", nth: 1, count: 1, status: 409, body: "{\\"error\\":{\\"code\\":\\"OPERATION_NOT_TERMINAL\\"}}"}\n' "$P" | put_faults
+	clear_requests
+	run -0 code-exec --capture "$CAP" --request-id "$(rid a)" -l python -e 'import time; time.sleep(1); print(6*7)'
+	jq_ok '.output.stdout=="42\n"'
+	[ "$(stat -c %a "$CAP")" = 600 ]
+	# as many lines as the server saw requests, the same method and path
+	[ "$(wc -l <"$CAP")" -eq "$(request_count)" ]
+	diff <(jq -r '.method + " " + (.path|sub("\\?.*";""))' "$CAP") \
+		<(requests | jq -r '.method + " " + .path')
+	# every line is an http.exchange with the answer as it came
+	jq -e -s 'all(.v==1 and .type=="http.exchange" and (.at|endswith("Z")) and (.elapsed_ms|type)=="number")' "$CAP"
+	jq -e -s --arg p "$P" 'map(select(.method=="POST" and (.path|startswith($p)))) | length==1 and
+		(.[0].path|test("_nyxid_via=us-1")) and .[0].status==202 and (.[0].headers.ETag|type)=="string"' "$CAP"
+	jq -e -s 'map(select(.status==409)) | length==1 and (.[0].body|fromjson|.error.code)=="OPERATION_NOT_TERMINAL"' "$CAP"
+	jq -e -s 'map(select(.path|test("/result"))) | last | .status==200 and (.body|fromjson|.output.stdout)=="42\n"' "$CAP"
+	# the source is its SHA-256; no token anywhere
+	src='import time; time.sleep(1); print(6*7)'
+	jq -e -s --arg h "sha256:$(printf '%s' "$src" | sha256sum | cut -c1-64)" \
+		'map(select(.request_body)) | .[0].request_body|fromjson|.script==$h' "$CAP"
+	not grep -q -F "sleep(1)" "$CAP"
+	not grep -q -F "$ALICE" "$CAP"
+}
+
+@test "the execution token never reaches a capture, even in a body; --capture-source keeps the source" {
+	# a program that prints its injected key: the provider's body holds it
+	local agent
+	agent=$(token_file "$ALICE_AGENT")
+	run -0 code-exec --sync --capture "$CAP" --capture-source --exec-token-file "$agent" \
+		-l bash -e 'echo "key=$NYXID_API_KEY"' </dev/null
+	not grep -q -F "$ALICE_AGENT" "$CAP"
+	not grep -q -F "$ALICE" "$CAP"
+	grep -q -F '[REDACTED]' "$CAP"
+	jq -e -s 'map(select(.request_body)) | .[0].request_body|fromjson|.script=="echo \"key=$NYXID_API_KEY\""' "$CAP"
+}
+
+@test "NYX_CAPTURE appends across runs (cron); a link or an open file is refused (73)" {
+	NYX_CAPTURE=$CAP run -0 nyx-route-inspect
+	n=$(wc -l <"$CAP")
+	[ "$n" -eq 2 ]
+	NYX_CAPTURE=$CAP run -3 nyx-route-inspect --capability codex_managed --user-service-id us-nope
+	[ "$(wc -l <"$CAP")" -eq $((n + 2)) ]
+	ln -s "$CAP" "$BATS_TEST_TMPDIR/link"
+	run -73 nyx-route-inspect --capture "$BATS_TEST_TMPDIR/link"
+	jq_ok '.code=="capture_failed"'
+	chmod 644 "$CAP"
+	run -73 nyx-route-inspect --capture "$CAP"
+	run -64 nyx-route-inspect --capture-source
+}
