@@ -18,6 +18,7 @@
 #include "nyx_hash.h"
 #include "nyx_err.h"
 #include "nyx_log.h"
+#include "nyx-sandboxd/replay.h"
 #include "nyx-sandboxd/srv.h"
 #include "nyx_time.h"
 
@@ -33,6 +34,9 @@ enum {
 	OPT_CONTROL_TOKEN_FILE,
 	OPT_ALLOW_REMOTE,
 	OPT_DETACH,
+	OPT_REPLAY,
+	OPT_REPLAY_TIMING,
+	OPT_CHECK,
 };
 
 #define MAX_WORLDS 16
@@ -41,6 +45,9 @@ struct opts {
 	const char *worlds[MAX_WORLDS];
 	size_t nworlds;
 	bool detach;
+	const char *replay;
+	bool replay_timing;
+	bool check;
 	const char *listen;
 	const char *port_file;
 	const char *faults;
@@ -64,6 +71,9 @@ static const struct option longopts[] = {
     {"control-token-file", required_argument, NULL, OPT_CONTROL_TOKEN_FILE},
     {"allow-remote", no_argument, NULL, OPT_ALLOW_REMOTE},
     {"detach", no_argument, NULL, OPT_DETACH},
+    {"replay", required_argument, NULL, OPT_REPLAY},
+    {"replay-timing", no_argument, NULL, OPT_REPLAY_TIMING},
+    {"check", no_argument, NULL, OPT_CHECK},
     {NULL, 0, NULL, 0},
 };
 
@@ -80,6 +90,15 @@ on_opt(int c, const char *arg, void *ctx)
 		break;
 	case OPT_DETACH:
 		o->detach = true;
+		break;
+	case OPT_REPLAY:
+		o->replay = arg;
+		break;
+	case OPT_REPLAY_TIMING:
+		o->replay_timing = true;
+		break;
+	case OPT_CHECK:
+		o->check = true;
 		break;
 	case OPT_LISTEN:
 		o->listen = arg;
@@ -125,13 +144,19 @@ on_opt(int c, const char *arg, void *ctx)
 
 static const struct nyx_cli_spec spec = {
     "--world FILE [--world FILE...] [--listen HOST:PORT] [--port-file FILE]\n"
-    "       [--faults FILE] [--detach] "
+    "       [--faults FILE] [--detach] [--replay FILE [--replay-timing] | "
+    "--replay FILE --check] "
     "[--store FILE] [--retention SECS] [--codex-runner CMD] "
     "[--control --control-token-file FILE] [--allow-remote] "
     "[common options]",
     "      --world FILE        principals, orgs, routes and key facts "
     "(YAML);\n"
     "                          several merge (lists concatenate)\n"
+    "      --replay FILE       answer each request as the capture FILE did,\n"
+    "                          in order; then the world (default: empty)\n"
+    "      --replay-timing     with the captured delays\n"
+    "      --check             with --replay: check that the capture is\n"
+    "                          safe to share, and exit\n"
     "      --detach            run in the background once listening; print\n"
     "                          NYX_BASE_URL and NYX_SANDBOXD_PID for eval\n"
     "      --listen HOST:PORT  address to serve on (default 127.0.0.1:0)\n"
@@ -190,7 +215,7 @@ load_docs(const struct opts *o, jv *world, jv *faults, struct nyx_err *err)
 	size_t i;
 
 	*faults = jv_null();
-	*world = jv_invalid();
+	*world = o->nworlds == 0 ? jv_object() : jv_invalid();
 	for (i = 0; i < o->nworlds; i++) {
 		jv w;
 
@@ -204,6 +229,31 @@ load_docs(const struct opts *o, jv *world, jv *faults, struct nyx_err *err)
 	    nyx_yaml_load_file(o->faults, faults, err) < 0) {
 		jv_free(*world);
 		return -1;
+	}
+	if (o->replay != NULL) {
+		/* the capture's answers first, then the fault plan's rules */
+		jv plan, rules, more;
+		size_t n;
+
+		if (nyx_replay_plan(
+		        o->replay, o->replay_timing, &plan, &n, err) < 0) {
+			jv_free(*world);
+			jv_free(*faults);
+			return -1;
+		}
+		rules = jv_object_get(plan, jv_string("faults"));
+		more = jv_get_kind(*faults) == JV_KIND_OBJECT
+		    ? jv_object_get(jv_copy(*faults), jv_string("faults"))
+		    : jv_copy(*faults);
+		if (jv_get_kind(more) == JV_KIND_ARRAY)
+			rules = jv_array_concat(rules, more);
+		else
+			jv_free(more);
+		jv_free(*faults);
+		*faults =
+		    jv_object_set(jv_object(), jv_string("faults"), rules);
+		nyx_log(NYX_LOG_INFO, "replaying %zu exchange(s) of %s", n,
+		    o->replay);
 	}
 	return 0;
 }
@@ -428,8 +478,23 @@ main(int argc, char **argv)
 	idx = nyx_cli_parse(argc, argv, &spec, &o, &cm);
 	if (idx < argc)
 		nyx_cli_usage("unexpected argument '%s'", argv[idx]);
-	if (o.nworlds == 0)
-		nyx_cli_usage("--world FILE is required");
+	if (o.check || o.replay_timing) {
+		if (o.replay == NULL)
+			nyx_cli_usage("--check and --replay-timing go with "
+			              "--replay FILE");
+	}
+	if (o.check) {
+		size_t lines;
+
+		/* a capture to attach to a bug report: safe, or 65 */
+		if (nyx_replay_check(o.replay, &lines, &err) < 0)
+			return nyx_cli_fail(&err);
+		nyx_log_line("%s: %zu exchange(s), no credential, no source",
+		    o.replay, lines);
+		return nyx_cli_finish(NYX_EXIT_OK);
+	}
+	if (o.nworlds == 0 && o.replay == NULL)
+		nyx_cli_usage("--world FILE is required (or --replay FILE)");
 	if (o.control != (o.control_token_file != NULL))
 		nyx_cli_usage("--control and --control-token-file go together");
 	if (nyx_time_init(&err) < 0)

@@ -470,9 +470,14 @@ capture(const struct nyx_http_req *req, const struct nyx_http_resp *r,
 	    jv_string(req->method ? req->method : "GET"));
 	/* the path and query as sent: _nyxid_via is what a replay needs */
 	rec = jv_object_set(rec, jv_string("path"), jv_string(u ? u : "/"));
-	if (req->body != NULL)
+	if (req->body != NULL) {
 		rec = jv_object_set(rec, jv_string("request_body"),
 		    capture_body(req->body, req->body_len, true));
+		/* what --check of nyx-sandboxd accepts as asked for */
+		if (capture_with_source)
+			rec = jv_object_set(
+			    rec, jv_string("source_kept"), jv_true());
+	}
 	rec = jv_object_set(rec, jv_string("status"), jv_number(r->status));
 	rec = jv_object_set(rec, jv_string("fail"),
 	    r->fail > 0 && r->fail < 4 ? jv_string(fails[r->fail]) : jv_null());

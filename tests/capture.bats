@@ -60,3 +60,79 @@ setup() {
 	run -73 nyx-route-inspect --capture "$CAP"
 	run -64 nyx-route-inspect --capture-source
 }
+
+teardown() {
+	[ -z "${REPLAY_PID:-}" ] || kill "$REPLAY_PID" 2>/dev/null || true
+}
+
+# replay CAP [flags]: a second nyx-sandboxd serving the capture, empty
+# world behind it; NYX_BASE_URL points at it afterwards.
+replay() {
+	local out
+	out=$(nyx-sandboxd --replay "$@" --detach 3>&-) || return 1
+	eval "$out"
+	REPLAY_PID=$NYX_SANDBOXD_PID
+}
+
+# what must be the same in a run and its replay
+same() { jq -c '{type, success, exit, mode, output: (.output | if type=="object" then del(.execution_time_ms) else . end), error: (.error.code // .code), blocker: .blocker.code}'; }
+
+@test "replay: a sync run, a durable run with a 409 on its result, a blocked admission reproduce" {
+	# sync
+	run -0 code-exec --sync --capture "$BATS_TEST_TMPDIR/sync" -l bash -e 'echo synced' </dev/null
+	want=$(last_line | same)
+	# durable, a 409 on the first result fetch
+	printf 'faults:\n  - {method: GET, path: "%s/*/result", nth: 1, count: 1, status: 409, body: "{\\"error\\":{\\"code\\":\\"OPERATION_NOT_TERMINAL\\"}}"}\n' "$P" | put_faults
+	run -0 code-exec --capture "$BATS_TEST_TMPDIR/dur" --request-id "$(rid d)" -l bash -e 'sleep 1; echo durable'
+	want_d=$(last_line | same)
+	clear_faults
+	# blocked: Bob sees Acme's drifted route
+	reset_world "$FIX/nyx-route-inspect/drift.yaml"
+	run -3 nyx-route-inspect --capture "$BATS_TEST_TMPDIR/blocked" --token-file "$(token_file "$BOB")"
+	want_b=$(last_line | same)
+
+	replay "$BATS_TEST_TMPDIR/sync"
+	run -0 code-exec --sync -l bash -e 'echo synced' </dev/null
+	[ "$(last_line | same)" = "$want" ]
+	kill "$REPLAY_PID"
+
+	replay "$BATS_TEST_TMPDIR/dur"
+	NYX_STATE_DIR=$BATS_TEST_TMPDIR/replay-state run -0 code-exec --request-id "$(rid d)" -l bash -e 'sleep 1; echo durable'
+	[ "$(last_line | same)" = "$want_d" ]
+	kill "$REPLAY_PID"
+
+	replay "$BATS_TEST_TMPDIR/blocked" --replay-timing
+	run -3 nyx-route-inspect --token-file "$(token_file "$BOB")"
+	[ "$(last_line | same)" = "$want_b" ]
+}
+
+@test "replay: a capture cut mid-line replays up to its last whole line, then the world" {
+	run -0 code-exec --sync --capture "$CAP" -l bash -e 'echo whole' </dev/null
+	# a killed writer: the last line is cut
+	head -c -20 "$CAP" >"$BATS_TEST_TMPDIR/cut"
+	run -0 nyx-sandboxd --replay "$BATS_TEST_TMPDIR/cut" --check
+	replay "$BATS_TEST_TMPDIR/cut"
+	# the inventory reads are replayed; the /execute, cut off, falls
+	# through to the (empty) world's emulation: an unknown token, 401
+	run -77 code-exec --sync -l bash -e 'echo whole' </dev/null
+	jq_ok '.type=="exec.result" and .success==false'
+}
+
+@test "--check: a capture safe to share passes; a token or a source that was not asked for is 65" {
+	run -0 code-exec --sync --capture "$CAP" -l bash -e 'echo checked' </dev/null
+	run -0 --separate-stderr nyx-sandboxd --replay "$CAP" --check
+	[[ $stderr == *"3 exchange(s), no credential, no source"* ]]
+	# a token pasted into a body
+	jq -c --arg t "$ALICE" 'if .request_body then .body=("{\"leak\":\"" + $t + "\"}") else . end' "$CAP" >"$BATS_TEST_TMPDIR/leaky"
+	run -65 --separate-stderr nyx-sandboxd --replay "$BATS_TEST_TMPDIR/leaky" --check
+	jq_ok '.code=="capture_unsafe" and (.message|contains("a token-shaped string"))'
+	[[ $stderr != *"$ALICE"* ]]
+	# the source itself, not asked for
+	jq -c 'if .request_body then .request_body=("{\"script\":\"echo checked\"}") else . end' "$CAP" >"$BATS_TEST_TMPDIR/src"
+	run -65 nyx-sandboxd --replay "$BATS_TEST_TMPDIR/src" --check
+	jq_ok '(.message|contains("the source itself"))'
+	# asked for: fine
+	run -0 code-exec --sync --capture "$BATS_TEST_TMPDIR/kept" --capture-source -l bash -e 'echo kept' </dev/null
+	run -0 nyx-sandboxd --replay "$BATS_TEST_TMPDIR/kept" --check
+	run -66 nyx-sandboxd --replay "$BATS_TEST_TMPDIR/nope" --check
+}

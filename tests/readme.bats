@@ -46,9 +46,11 @@ PY
 @test "the README's hands-on sections run as written, in order, with the outputs it shows" {
 	cd "$NYX_ROOT"
 	blocks "Try it by hand" "Durable runs, and a canary in cron" "Codex" "Repairing a route" \
+		"Reproducing a production failure" \
 		>"$BATS_TEST_TMPDIR/readme.sh"
 	# every block is there (a section renamed or emptied fails here)
 	[ "$(grep -c 'nyx-sandboxd --world examples/world.yaml' "$BATS_TEST_TMPDIR/readme.sh")" -eq 3 ]
+	grep -q 'nyx-sandboxd --replay' "$BATS_TEST_TMPDIR/readme.sh"
 	grep -q 'codex-exec approve' "$BATS_TEST_TMPDIR/readme.sh"
 	grep -q 'nyx-route-converge --apply' "$BATS_TEST_TMPDIR/readme.sh"
 	# the last server's pid, for teardown
@@ -81,6 +83,10 @@ want = [
     lambda l: l == '42',                              # Bob runs on Acme's
     lambda l: l == 'exit 3',                          # Alice: ambiguous
     lambda l: l == '42',                              # Alice names hers
+    lambda l: '"exit_code":3' in l,                   # the failing run
+    lambda l: l == 'exit 1',
+    lambda l: '"exit_code":3' in l,                   # its replay
+    lambda l: l == 'exit 1',
 ]
 i = 0
 for l in out:
