@@ -493,9 +493,11 @@ capture(const struct nyx_http_req *req, const struct nyx_http_resp *r,
 		h = jv_object_set(
 		    h, jv_string("Location"), jv_string(r->location));
 	rec = jv_object_set(rec, jv_string("headers"), h);
+	/* null: no answer arrived; "": an answer without a body (a 304) */
 	rec = jv_object_set(rec, jv_string("body"),
-	    r->fail == NYX_HTTP_OK ? capture_body(body->data, body->len, false)
-	                           : jv_null());
+	    r->fail != NYX_HTTP_OK ? jv_null()
+	        : body->len == 0   ? jv_string("")
+	                         : capture_body(body->data, body->len, false));
 	rec = jv_object_set(
 	    rec, jv_string("elapsed_ms"), jv_number((double)r->elapsed_ms));
 	line = nyx_json_dump(rec);

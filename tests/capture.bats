@@ -77,14 +77,16 @@ replay() {
 # what must be the same in a run and its replay
 same() { jq -c '{type, success, exit, mode, output: (.output | if type=="object" then del(.execution_time_ms) else . end), error: (.error.code // .code), blocker: .blocker.code}'; }
 
-@test "replay: a sync run, a durable run with a 409 on its result, a blocked admission reproduce" {
+@test "replay: a sync run, a durable run with a 304 and a 409 on its result, a blocked admission reproduce" {
 	# sync
 	run -0 code-exec --sync --capture "$BATS_TEST_TMPDIR/sync" -l bash -e 'echo synced' </dev/null
 	want=$(last_line | same)
 	# durable, a 409 on the first result fetch
 	printf 'faults:\n  - {method: GET, path: "%s/*/result", nth: 1, count: 1, status: 409, body: "{\\"error\\":{\\"code\\":\\"OPERATION_NOT_TERMINAL\\"}}"}\n' "$P" | put_faults
-	run -0 code-exec --capture "$BATS_TEST_TMPDIR/dur" --request-id "$(rid d)" -l bash -e 'sleep 1; echo durable'
+	run -0 code-exec --capture "$BATS_TEST_TMPDIR/dur" --request-id "$(rid d)" -l bash -e 'sleep 3; echo durable'
 	want_d=$(last_line | same)
+	# a poll that found nothing new: a 304, kept as an answer without a body
+	jq -e -s 'map(select(.status==304)) | length>=1 and all(.body=="")' "$BATS_TEST_TMPDIR/dur"
 	clear_faults
 	# blocked: Bob sees Acme's drifted route
 	reset_world "$FIX/nyx-route-inspect/drift.yaml"
@@ -97,7 +99,7 @@ same() { jq -c '{type, success, exit, mode, output: (.output | if type=="object"
 	kill "$REPLAY_PID"
 
 	replay "$BATS_TEST_TMPDIR/dur"
-	NYX_STATE_DIR=$BATS_TEST_TMPDIR/replay-state run -0 code-exec --request-id "$(rid d)" -l bash -e 'sleep 1; echo durable'
+	NYX_STATE_DIR=$BATS_TEST_TMPDIR/replay-state run -0 code-exec --request-id "$(rid d)" -l bash -e 'sleep 3; echo durable'
 	[ "$(last_line | same)" = "$want_d" ]
 	kill "$REPLAY_PID"
 
@@ -135,4 +137,35 @@ same() { jq -c '{type, success, exit, mode, output: (.output | if type=="object"
 	run -0 code-exec --sync --capture "$BATS_TEST_TMPDIR/kept" --capture-source -l bash -e 'echo kept' </dev/null
 	run -0 nyx-sandboxd --replay "$BATS_TEST_TMPDIR/kept" --check
 	run -66 nyx-sandboxd --replay "$BATS_TEST_TMPDIR/nope" --check
+}
+
+@test "replay: a stop cancellation and a converge that ends unverified reproduce" {
+	# a long run, stopped: the receipt, then the cancel to its end
+	export NYX_CAPTURE=$BATS_TEST_TMPDIR/stop
+	run -5 code-exec --no-wait --request-id "$(rid s)" -l bash -e 'sleep 30'
+	h=$(last_line | jq -r .handle)
+	run exec-status --cancel --wait "$h"
+	want_s=$(last_line | same)
+	want_status=$status
+	[ "$(last_line | jq -r '.error.code')" = code_execution_cancelled ]
+	# a repair whose readback drifted under it
+	export NYX_CAPTURE=$BATS_TEST_TMPDIR/converge
+	reset_world "$FIX/nyx-route-converge/personal-drift.yaml"
+	printf 'faults:\n  - {method: PUT, path: "/api/v1/user-services/*", after: {route: us-1, set: {delegation_token_scope: "proxy:* sandbox:execute"}}}\n' | put_faults
+	run -75 nyx-route-converge --apply
+	want_c=$(last_line | jq -c '{outcome: .convergence.outcome, kind: .convergence.failure_kind, code: .blocker.code}')
+	[ "$want_c" = '{"outcome":"unverified","kind":"PostconditionMismatch","code":"CODE_EXECUTION_ROUTE_REPAIR_UNVERIFIED"}' ]
+	unset NYX_CAPTURE
+
+	replay "$BATS_TEST_TMPDIR/stop"
+	export NYX_STATE_DIR=$BATS_TEST_TMPDIR/replay-state
+	run -5 code-exec --no-wait --request-id "$(rid s)" -l bash -e 'sleep 30'
+	run exec-status --cancel --wait "$(last_line | jq -r .handle)"
+	[ "$status" = "$want_status" ]
+	[ "$(last_line | same)" = "$want_s" ]
+	kill "$REPLAY_PID"
+
+	replay "$BATS_TEST_TMPDIR/converge"
+	run -75 nyx-route-converge --apply
+	[ "$(last_line | jq -c '{outcome: .convergence.outcome, kind: .convergence.failure_kind, code: .blocker.code}')" = "$want_c" ]
 }
