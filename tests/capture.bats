@@ -106,6 +106,9 @@ same() { jq -c '{type, success, exit, mode, output: (.output | if type=="object"
 	replay "$BATS_TEST_TMPDIR/blocked" --replay-timing
 	run -3 nyx-route-inspect --token-file "$(token_file "$BOB")"
 	[ "$(last_line | same)" = "$want_b" ]
+	# the captured inventory is the world: read again, the same verdict
+	run -3 nyx-route-inspect --token-file "$(token_file "$BOB")" --table
+	[ "$(last_line | same)" = "$want_b" ]
 }
 
 @test "replay: a capture cut mid-line replays up to its last whole line, then the world" {
