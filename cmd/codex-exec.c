@@ -181,6 +181,14 @@ report(struct nyx_ledger *l, const struct nyx_codex_call *c, const char *owner,
 
 /* ---- managed_sandbox (WIRE.md 8) ---- */
 
+/* --wait-approval on a terminal: one line, rewritten in place */
+static void
+gate_progress(int64_t elapsed_ms, const char *request_id)
+{
+	nyx_cli_progress("waiting %llds for a human approval of %s",
+	    (long long)elapsed_ms / 1000, request_id);
+}
+
 static int
 run_managed(const struct opts *o, const struct nyx_common *cm,
     struct nyx_settings *s, struct nyx_ledger *l, struct nyx_codex_call *c,
@@ -213,7 +221,9 @@ run_managed(const struct opts *o, const struct nyx_common *cm,
 	nyx_codex_send_managed(http, url, s->exec_token, o->bearer, c, &oc);
 	if (o->wait_approval && oc.base.approval_request_id[0] &&
 	    nyx_codex_wait_gate(http, s->base_url, s->exec_token,
-	        APPROVAL_WAIT_MS, APPROVAL_POLL_MS, &oc) == 1) {
+	        APPROVAL_WAIT_MS, APPROVAL_POLL_MS, &oc,
+	        isatty(STDERR_FILENO) && !nyx_cli_quiet() ? gate_progress
+	                                                  : NULL) == 1) {
 		/* approved: the refused call never ran; send it again, once */
 		char rid[129];
 

@@ -677,13 +677,13 @@ nyx_codex_result_record(const struct nyx_codex_call *c,
 int
 nyx_codex_wait_gate(struct nyx_http *http, const char *base_url,
     const char *token, long max_wait_ms, long poll_ms,
-    struct nyx_codex_outcome *oc)
+    struct nyx_codex_outcome *oc, void (*progress)(int64_t, const char *))
 {
 	struct nyx_buf auth = NYX_BUF_ZERO, url = NYX_BUF_ZERO;
 	const char *hdrs[2];
 	const char *rid = oc->base.approval_request_id;
 	char *esc = nyx_http_escape(rid);
-	int64_t until = nyx_mono_ms() + max_wait_ms;
+	int64_t t0 = nyx_mono_ms(), until = t0 + max_wait_ms;
 	int rc = -1;
 
 	auth.secret = true;
@@ -714,8 +714,11 @@ nyx_codex_wait_gate(struct nyx_http *http, const char *base_url,
 			rc = 1;
 		else if (g == NYX_CODEX_GATE_DENIED)
 			rc = 0;
-		else
+		else {
+			if (progress != NULL)
+				progress(nyx_mono_ms() - t0, rid);
 			nyx_sleep_ms(poll_ms);
+		}
 	}
 	if (rc < 0)
 		rc = 0; /* still pending: the blocker stands */

@@ -20,6 +20,7 @@
 #define NYX_CODEX_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stddef.h>
 
 #include <jv.h>
@@ -158,11 +159,12 @@ void nyx_codex_send_managed(struct nyx_http *http, const char *url,
 /*
  * Poll NyxID's approval status of oc's approval request until a human
  * decided: 1 approved, 0 denied (oc says so) or still pending when
- * max_wait_ms ran out, -1 when the status cannot be read.
+ * max_wait_ms ran out, -1 when the status cannot be read.  progress
+ * (may be NULL) hears, between polls, the time waited and the request id.
  */
 int nyx_codex_wait_gate(struct nyx_http *http, const char *base_url,
     const char *token, long max_wait_ms, long poll_ms,
-    struct nyx_codex_outcome *oc);
+    struct nyx_codex_outcome *oc, void (*progress)(int64_t, const char *));
 
 /* GET /api/v1/keys/{service}: 0 with its catalog id, or -1 (oc set). */
 int nyx_codex_resolve_service(struct nyx_http *http, const char *base_url,

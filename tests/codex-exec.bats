@@ -248,3 +248,18 @@ count_path() { requests | jq -s --arg p "$1" 'map(select(.path==$p))|length'; }
 	jq -e '.error.code=="NYXID_APPROVAL_DENIED"' "$BATS_TEST_TMPDIR/out2"
 	[ "$(requests | jq -s --arg p "$CX" 'map(select(.path==$p))|length')" = 1 ]
 }
+
+@test "--wait-approval shows one progress line on a terminal while it waits" {
+	command -v script >/dev/null || skip "no script(1)"
+	reset_world "$FIX/codex-exec/gated.yaml"
+	local log="$BATS_TEST_TMPDIR/tty"
+	script -qec "codex-exec --target managed_sandbox --wait-approval -P 'gated task' >$BATS_TEST_TMPDIR/out" "$log" </dev/null 3>&- &
+	w=$!
+	until requests | jq -s -e 'map(select(.path|test("^/api/v1/approvals/requests/.*/status$")))|length>=3' >/dev/null; do sleep 0.2; done
+	id=$(requests | jq -rs 'map(select(.path|startswith("/api/v1/approvals/")))[0].path|split("/")[5]')
+	ctl -X POST "$NYX_TEST_BASE/_nyx/approvals/$id/approve"
+	wait "$w"
+	jq -e '.status=="succeeded"' "$BATS_TEST_TMPDIR/out"
+	grep -a -q $'\r\e\[Kcodex-exec: waiting [0-9]*s for a human approval of apr_' "$log"
+	[ "$(grep -a -c 'waiting [0-9]*s for a human approval of apr_' "$log")" -le 1 ]
+}

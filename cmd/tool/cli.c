@@ -428,6 +428,19 @@ nyx_cli_progress_clear(void)
 }
 
 void
+nyx_cli_progress(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "\r\033[K%s: ", prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fflush(stderr);
+	progress_shown = true;
+}
+
+void
 nyx_cli_wait_progress(
     const struct nyx_rec_item *v, size_t n, int64_t elapsed, void *arg)
 {

@@ -78,6 +78,9 @@ const struct nyx_capability *nyx_cli_capability(const char *arg);
 void nyx_cli_wait_progress(
     const struct nyx_rec_item *v, size_t n, int64_t elapsed, void *arg);
 void nyx_cli_progress_clear(void);
+/* A progress line of one's own text ("PROG: text"), same rules. */
+void nyx_cli_progress(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
 /* Whether -q was given. */
 bool nyx_cli_quiet(void);
 
