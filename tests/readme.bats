@@ -96,3 +96,88 @@ if i < len(want):
     sys.exit(f'README output #{i + 1} not found in order')
 PY
 }
+
+# examples PAGE: the commands of a man page's EXAMPLES, one per line (a
+# "$ " transcript gives its commands only; a cron line, its command).
+examples() {
+	python3 - "$1" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+m = re.search(r'^\.Sh EXAMPLES\n(.*?)^\.Sh ', text, re.S | re.M)
+if not m:
+    sys.exit(0)
+lines, out, lit = m.group(1).split('\n'), [], False
+for l in lines:
+    if l.startswith('.Bd -literal'):
+        lit = True; block = []; continue
+    if l.startswith('.Ed'):
+        lit = False
+        prompt = any(b.startswith('$ ') for b in block)
+        cmd = ''
+        for b in block:
+            if prompt and not b.startswith('$ ') and not cmd:
+                continue          # a transcript's output
+            b = b[2:] if prompt and b.startswith('$ ') else b
+            cmd = cmd + b
+            if cmd.endswith('\\'):
+                cmd = cmd[:-1] + ' '
+                continue
+            out.append(cmd); cmd = ''
+        continue
+    if lit:
+        block.append(l.replace('\\e', '\\').replace('\\&', '')); continue
+    if l.startswith('.Dl '):
+        out.append(l[4:].replace('\\e', '\\').replace('\\&', ''))
+for c in out:
+    c = re.sub(r'^[*/0-9,]+ [*/0-9,]+ [*/0-9,]+ [*/0-9,]+ [*/0-9,]+ ', '', c)  # cron
+    print(c)
+PY
+}
+
+@test "every man page's EXAMPLES run as written (no usage, input or configuration error)" {
+	local w="$BATS_TEST_TMPDIR/work" p bad=0
+	mkdir -p "$w"
+	cp -r "$NYX_ROOT/examples" "$w/"
+	cd "$w"
+	export PATH="$NYX_BIN:$PATH"
+	eval "$(nyx-sandboxd --world examples/world.yaml --detach 2>/dev/null)"
+	echo "$NYX_SANDBOXD_PID" >"$BATS_TEST_TMPDIR/pids"
+	install -m 600 examples/alice.token "$BATS_TEST_TMPDIR/alice.token"
+	export NYX_TOKEN_FILE=$BATS_TEST_TMPDIR/alice.token
+	# the files the examples name: a job, a report, a check, a captured
+	# inventory, and another host reached by ssh (this one)
+	printf 'print("job")\n' >job.py
+	printf 'print("report")\n' >report.py
+	printf 'exit 0\n' >check.sh
+	curl -s -H "Authorization: Bearer $(cat examples/alice.token)" "$NYX_BASE_URL/api/v1/user-services" >us.json
+	curl -s -H "Authorization: Bearer $(cat examples/alice.token)" "$NYX_BASE_URL/api/v1/keys" >keys.json
+	# people and routes in files of their own (nyx-sandboxd(8))
+	sed '/^routes:/,$d' examples/world.yaml >people.yaml
+	sed -n '/^routes:/,$p' examples/world.yaml >routes.yaml
+	mkdir -p .local/state/nyx
+	chmod 700 .local .local/state .local/state/nyx
+	ssh() { shift; "$@"; }
+	export -f ssh
+	# each page's examples in order, in one shell; a command that fails
+	# as misuse, bad input or configuration, or hangs, is reported
+	for p in "$NYX_ROOT"/man/*.1 "$NYX_ROOT"/man/*.8; do
+		examples "$p" | while IFS= read -r cmd; do
+			[ -n "$cmd" ] || continue
+			printf '%s\nrc=$?; case $rc in 64|65|66|78|124|126|127) printf "BAD %%s: %%s\\n" "$rc" %q >&3;; esac\n' "$cmd" "$cmd"
+		done >"$BATS_TEST_TMPDIR/page.sh"
+		timeout 300 bash "$BATS_TEST_TMPDIR/page.sh" </dev/null >"$BATS_TEST_TMPDIR/page.out" 2>"$BATS_TEST_TMPDIR/page.err" \
+			3>"$BATS_TEST_TMPDIR/page.bad" || true
+		if [ -s "$BATS_TEST_TMPDIR/page.bad" ]; then
+			echo "$(basename "$p"):" >&2
+			cat "$BATS_TEST_TMPDIR/page.bad" "$BATS_TEST_TMPDIR/page.err" >&2
+			bad=1
+		fi
+	done
+	# the servers the examples left running
+	pkill -f -- "--world people.yaml --world routes.yaml" || true
+	[ "$bad" = 0 ]
+	# and they did what they say: the pipeline of nyx-route-converge's
+	# worked example and code-exec's run printed 42 along the way
+	run -0 bash -c "$(examples "$NYX_ROOT/man/code-exec.1" | head -n 1)"
+	jq_ok '.output.stdout=="42\n"'
+}
