@@ -527,6 +527,13 @@ wait_in_background() {
 	# rewritten with a carriage return and erase-line, never a new line
 	grep -a -q $'\r\e\[Kcode-exec: [0-9]*s, 1 pending: h-[0-9a-f]* ' "$log"
 	[ "$(grep -a -c 'pending: h-' "$log")" -le 1 ]
+	# exec-status --wait: the same line, not a new line every second
+	run -5 code-exec --no-wait --request-id "$(rid w)" -l bash -e 'sleep 4; echo done'
+	h=$(last_line | jq -r .handle)
+	script -qec "exec-status --wait $h >$BATS_TEST_TMPDIR/out2" "$log.2" </dev/null
+	jq -e '.output.stdout=="done\n"' "$BATS_TEST_TMPDIR/out2"
+	grep -a -q $'\r\e\[Kexec-status: [0-9]*s, 1 pending: '"$h" "$log.2"
+	[ "$(grep -a -c 'pending: h-' "$log.2")" -le 1 ]
 	# not a terminal: silent
 	run -0 --separate-stderr code-exec --request-id "$(rid q)" -l bash -e 'sleep 3; echo done'
 	[[ $stderr != *pending* ]]
