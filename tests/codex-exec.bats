@@ -247,15 +247,23 @@ count_path() { requests | jq -s --arg p "$1" 'map(select(.path==$p))|length'; }
 	[ "$rc" -eq 3 ]
 	jq -e '.error.code=="NYXID_APPROVAL_DENIED"' "$BATS_TEST_TMPDIR/out2"
 	[ "$(requests | jq -s --arg p "$CX" 'map(select(.path==$p))|length')" = 1 ]
+	# a denial ends that request: the next call asks anew
+	run -3 managed -P 'after the denial'
+	jq_ok --arg d "$id2" '.error.code=="NYXID_APPROVAL_REQUIRED" and .error.request_id!=$d'
 }
 
 @test "--wait-approval shows one progress line on a terminal while it waits" {
 	command -v script >/dev/null || skip "no script(1)"
 	reset_world "$FIX/codex-exec/gated.yaml"
 	local log="$BATS_TEST_TMPDIR/tty"
-	script -qec "codex-exec --target managed_sandbox --wait-approval -P 'gated task' >$BATS_TEST_TMPDIR/out" "$log" </dev/null 3>&- &
+	clear_requests
+	script -qec "codex-exec --target managed_sandbox --wait-approval -P 'progress task' >$BATS_TEST_TMPDIR/out" "$log" </dev/null 3>&- &
 	w=$!
-	until requests | jq -s -e 'map(select(.path|test("^/api/v1/approvals/requests/.*/status$")))|length>=3' >/dev/null; do sleep 0.2; done
+	for _ in $(seq 1 200); do
+		requests | jq -s -e 'map(select(.path|test("^/api/v1/approvals/requests/.*/status$")))|length>=3' >/dev/null && break
+		kill -0 "$w" 2>/dev/null || { cat "$BATS_TEST_TMPDIR/out" "$log"; false; }
+		sleep 0.2
+	done
 	id=$(requests | jq -rs 'map(select(.path|startswith("/api/v1/approvals/")))[0].path|split("/")[5]')
 	ctl -X POST "$NYX_TEST_BASE/_nyx/approvals/$id/approve"
 	wait "$w"

@@ -184,8 +184,11 @@ approval_gate(
 		u = nyx_json_peek_str(e, "user");
 		r = nyx_json_peek_str(e, "route");
 		st = nyx_json_peek_str(e, "state");
+		/* a consumed or denied request is over: a new call asks
+		 * anew */
 		if (u && r && st && strcmp(u, user) == 0 &&
-		    strcmp(r, route) == 0 && strcmp(st, "consumed") != 0) {
+		    strcmp(r, route) == 0 && strcmp(st, "consumed") != 0 &&
+		    strcmp(st, "denied") != 0) {
 			if (strcmp(st, "approved") == 0) {
 				e = jv_object_set(e, jv_string("state"),
 				    jv_string("consumed"));
