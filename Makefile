@@ -124,9 +124,9 @@ chaos: all
 	    CHAOS_N=$(N) CHAOS_SEED=$(SEED) CHAOS_FIRST=$(FIRST) \
 	    bats --tap tests/chaos.bats
 
-# The README's test command: lint, the suite, the suite again under ASan,
-# and the fuzz corpora replayed.
-test: lint check asan fuzz-replay
+# The README's test command: lint, the fuzz corpora replayed, the suite, and
+# the suite again under ASan (last, so prove's summary ends the output).
+test: lint fuzz-replay check asan
 
 # ---- fuzzing (tests/fuzz/, libFuzzer) ----
 # make fuzz FUZZ_SECONDS=3600 runs each target that long; what it finds
