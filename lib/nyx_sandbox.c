@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -256,6 +257,7 @@ struct child_plan {
 	int out_w, err_w, status_w, src, seccomp, cgroup_procs;
 	bool drop;
 	rlim_t cpu;
+	pid_t parent;
 };
 
 /* In the child: never returns. */
@@ -308,6 +310,13 @@ exec_child(const struct child_plan *p)
 	if (p->drop &&
 	    (setgroups(0, NULL) < 0 || setresgid(NOBODY, NOBODY, NOBODY) < 0 ||
 	        setresuid(NOBODY, NOBODY, NOBODY) < 0))
+		_exit(125);
+	/*
+	 * Die with the parent from here on (bwrap's --die-with-parent only
+	 * starts once bwrap runs): set after the credentials change, which
+	 * clears it, and checked against a parent that died already.
+	 */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != p->parent)
 		_exit(125);
 	execve(p->bwrap, (char *const *)p->argv, p->envp);
 	{
@@ -583,6 +592,7 @@ nyx_sandbox_run(const struct nyx_sandbox_req *rq,
 	plan.drop = drop;
 	plan.seccomp = seccomp;
 	plan.cgroup_procs = cg.procs_fd;
+	plan.parent = getpid();
 	plan.cpu = (rlim_t)rq->timeout_secs + 1;
 	pid = fork();
 	if (pid < 0) {

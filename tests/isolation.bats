@@ -304,11 +304,12 @@ print('etc:', sorted(os.listdir('/etc')))"
 	port=$(cat "$d/port")
 	NYX_TEST_BASE=http://127.0.0.1:$port post "$ALICE" execute \
 		"{\"language\":\"bash\",\"script\":\"exec -a $canary sleep 60\",\"timeout_secs\":60}" >/dev/null 3>&- &
-	for _ in $(seq 1 150); do pgrep -f "$canary" >/dev/null && break; sleep 0.1; done
-	pgrep -f "$canary"
+	# the program itself (its argv[0]), not the curl whose body names it
+	for _ in $(seq 1 150); do pgrep -f "^$canary" >/dev/null && break; sleep 0.1; done
+	pgrep -f "^$canary"
 	kill -9 "$pid"
 	wait "$pid" 2>/dev/null || true
 	# gone within moments (a loaded machine may take a little to reap)
-	for _ in $(seq 1 50); do pgrep -f "$canary" >/dev/null || break; sleep 0.1; done
-	not pgrep -f "$canary"
+	for _ in $(seq 1 50); do pgrep -f "^$canary" >/dev/null || break; sleep 0.1; done
+	not pgrep -f "^$canary"
 }
