@@ -193,7 +193,7 @@ nyx_replay_check(const char *path, size_t *lines, struct nyx_err *err)
 	}
 	for (i = 0; i < b.len && rc == 0; i++) {
 		jv rec, req;
-		const char *why;
+		const char *why, *rb, *script;
 		char *text;
 
 		if (b.data[i] != '\n')
@@ -206,15 +206,11 @@ nyx_replay_check(const char *path, size_t *lines, struct nyx_err *err)
 		why = exchange(rec);
 		if (why == NULL && regexec(&re, text, 0, NULL, 0) == 0)
 			why = "a token-shaped string";
-		req = nyx_json_parse(nyx_json_peek_str(rec, "request_body")
-		        ? nyx_json_peek_str(rec, "request_body")
-		        : "null",
-		    nyx_json_peek_str(rec, "request_body")
-		        ? strlen(nyx_json_peek_str(rec, "request_body"))
-		        : 4);
-		if (why == NULL && nyx_json_peek_str(req, "script") != NULL &&
-		    strncmp(nyx_json_peek_str(req, "script"), "sha256:", 7) !=
-		        0 &&
+		rb = nyx_json_peek_str(rec, "request_body");
+		req = rb ? nyx_json_parse(rb, strlen(rb)) : jv_null();
+		script = nyx_json_peek_str(req, "script");
+		if (why == NULL && script != NULL &&
+		    strncmp(script, "sha256:", 7) != 0 &&
 		    nyx_json_bool(rec, "source_kept") != 1)
 			why = "the source itself, not its SHA-256";
 		if (why != NULL)

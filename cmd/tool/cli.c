@@ -456,14 +456,10 @@ nyx_cli_wait_progress(
 		return;
 	next = (long long)(first->d.op.next_poll_at_ms - nyx_now_ms()) / 1000;
 	/* one line, rewritten in place (PRODUCT 6) */
-	fprintf(stderr,
-	    "\r\033[K%s: %llds, %zu pending: %s %s%s%s, next poll "
-	    "in %llds",
-	    prog, (long long)elapsed / 1000, left, first->d.op.handle,
+	nyx_cli_progress("%llds, %zu pending: %s %s%s%s, next poll in %llds",
+	    (long long)elapsed / 1000, left, first->d.op.handle,
 	    first->d.op.status, first->d.op.phase[0] ? "/" : "",
 	    first->d.op.phase, next < 0 ? 0 : next);
-	fflush(stderr);
-	progress_shown = true;
 }
 
 int
