@@ -212,7 +212,7 @@ DEBS := build-essential pkg-config libcurl4-openssl-dev libjq-dev libonig-dev \
 	bubblewrap \
 	bats bats-assert bats-support jq curl python3 nodejs node-typescript sqlite3 \
 	mandoc cppcheck clang libclang-rt-14-dev \
-	shellcheck clang-format valgrind zsh
+	shellcheck clang-format valgrind zsh strace
 deps:
 	@if [ "$$(id -u)" = 0 ]; then \
 	    apt-get update && DEBIAN_FRONTEND=noninteractive \

@@ -2,8 +2,9 @@
  * audit-replay: complete the audit trail.  Appends every frozen audit
  * intent of the ledger (never calling a provider), or the records of
  * another host's log (--from), under the same duplicate and conflict
- * rules; --verify recomputes every content hash of a log.  Prints one
- * audit.replay summary record.
+ * rules, and prints one audit.replay summary record; --verify recomputes
+ * every content hash of a log, looks for an id written twice with two
+ * different facts, and prints one audit.verify record.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -68,9 +69,17 @@ static const struct nyx_cli_spec spec = {
     on_opt,
 };
 
+/* An id and the hashes of a valid line, for --verify's conflicts. */
+struct seen {
+	char *id;
+	char content[65], semantic[65];
+};
+
 struct counts {
 	long checked; /* lines (or intents) examined */
 	long appended, duplicate, conflict, pending, invalid;
+	struct seen *seen; /* --verify: the valid lines */
+	size_t nseen;
 };
 
 /* Why a line is not a valid audit record, or NULL. */
@@ -90,6 +99,70 @@ check_line(jv rec)
 	if (nyx_audit_hashes(rec, c, s) < 0 || strcmp(c, h) != 0)
 		return "tampered (content_hash does not match the content)";
 	return NULL;
+}
+
+/* Keep a valid line's id and hashes (--verify). */
+static int
+remember(struct counts *n, jv rec)
+{
+	struct seen *sv;
+
+	if ((n->nseen & (n->nseen + 1)) == 0) { /* 0, 1, 3, 7, ...: grow */
+		sv = realloc(n->seen, (n->nseen * 2 + 2) * sizeof(*sv));
+		if (sv == NULL)
+			return -1;
+		n->seen = sv;
+	}
+	sv = &n->seen[n->nseen];
+	sv->id = strdup(nyx_json_peek_str(rec, "audit_id"));
+	if (sv->id == NULL ||
+	    nyx_audit_hashes(rec, sv->content, sv->semantic) < 0) {
+		free(sv->id);
+		return -1;
+	}
+	n->nseen++;
+	return 0;
+}
+
+static int
+by_id(const void *a, const void *b)
+{
+	const struct seen *x = a, *y = b;
+	int c = strcmp(x->id, y->id);
+
+	/* equal ids stay in the order of the log */
+	return c != 0 ? c : (x < y ? -1 : x > y);
+}
+
+/*
+ * The lines whose id an earlier line already holds with another fact
+ * (neither hash matches, PRODUCT 9): a conflict each.  A line written
+ * twice with the same fact is only a duplicate, and still valid.
+ */
+static long
+conflicts(struct counts *n)
+{
+	size_t i, first = 0;
+	long c = 0;
+
+	qsort(n->seen, n->nseen, sizeof(*n->seen), by_id);
+	for (i = 1; i < n->nseen; i++) {
+		const struct seen *a, *b = &n->seen[i];
+
+		if (strcmp(n->seen[first].id, b->id) != 0) {
+			first = i;
+			continue;
+		}
+		a = &n->seen[first];
+		if (strcmp(a->content, b->content) != 0 &&
+		    strcmp(a->semantic, b->semantic) != 0) {
+			nyx_log_line("%s is in the trail twice, with two "
+			             "different facts",
+			    b->id);
+			c++;
+		}
+	}
+	return c;
 }
 
 /*
@@ -136,7 +209,14 @@ each_line(struct nyx_ledger *l, const char *path, bool verify_only,
 			nyx_log_line(
 			    "%s:%zu: %s", std ? "stdin" : path, line, why);
 			n->invalid++;
-		} else if (!verify_only) {
+		} else if (verify_only) {
+			if (remember(n, rec) < 0) {
+				jv_free(rec);
+				nyx_buf_free(&b);
+				return nyx_err_set(err, NYX_EXIT_OSERR, "oom",
+				    "out of memory");
+			}
+		} else {
 			enum nyx_audit_result res;
 			struct nyx_err aerr = NYX_ERR_ZERO;
 
@@ -206,12 +286,43 @@ replay_intents(struct nyx_ledger *l, struct counts *n, struct nyx_err *err)
 	return 0;
 }
 
+/* The audit.verify record (PRODUCT 9); 1 unless every line checks out
+ * and nothing waits in the ledger. */
+static int
+verified(const struct counts *n)
+{
+	long ok = n->checked - n->invalid - n->conflict;
+	jv rec = jv_object();
+	int code;
+
+	rec = jv_object_set(rec, jv_string("v"), jv_number(1));
+	rec = jv_object_set(rec, jv_string("type"), jv_string("audit.verify"));
+	rec = jv_object_set(
+	    rec, jv_string("checked"), jv_number((double)n->checked));
+	rec = jv_object_set(rec, jv_string("ok"), jv_number((double)ok));
+	rec =
+	    jv_object_set(rec, jv_string("bad"), jv_number((double)n->invalid));
+	rec = jv_object_set(
+	    rec, jv_string("conflict"), jv_number((double)n->conflict));
+	rec = jv_object_set(
+	    rec, jv_string("pending"), jv_number((double)n->pending));
+	rec = jv_object_set(
+	    rec, jv_string("diagnostic_id"), jv_string(nyx_cli_diag()));
+	nyx_log_line("verified %ld record(s): %ld valid, %ld invalid, "
+	             "%ld in conflict; %ld intent(s) pending",
+	    n->checked, ok, n->invalid, n->conflict, n->pending);
+	code = nyx_cli_emit(rec);
+	if (code == 0 && (n->invalid || n->conflict || n->pending))
+		code = NYX_EXIT_NO;
+	return code;
+}
+
 static int
 run(const struct opts *o, const struct nyx_common *cm, struct nyx_err *err)
 {
 	struct nyx_settings s;
 	struct nyx_ledger *l = NULL;
-	struct counts n = {0, 0, 0, 0, 0, 0};
+	struct counts n = {.checked = 0};
 	char **left = NULL;
 	char path[700];
 	jv rec;
@@ -223,8 +334,14 @@ run(const struct opts *o, const struct nyx_common *cm, struct nyx_err *err)
 		goto out;
 	if (o->verify) {
 		snprintf(path, sizeof(path), "%s/audit.jsonl", s.state_dir);
-		if (each_line(l, o->from ? o->from : path, true, &n, err) < 0)
+		if (each_line(l, o->from ? o->from : path, true, &n, err) < 0 ||
+		    nyx_ledger_intents(l, NULL, &left, err) < 0)
 			goto out;
+		for (; left[n.pending] != NULL; n.pending++)
+			;
+		n.conflict = conflicts(&n);
+		code = verified(&n);
+		goto out;
 	} else {
 		/* the frozen intents first: they are this host's own */
 		if (replay_intents(l, &n, err) < 0)
@@ -254,13 +371,13 @@ run(const struct opts *o, const struct nyx_common *cm, struct nyx_err *err)
 	    rec, jv_string("invalid"), jv_number((double)n.invalid));
 	rec = jv_object_set(
 	    rec, jv_string("diagnostic_id"), jv_string(nyx_cli_diag()));
-	if (o->verify)
-		nyx_log_line("verified %ld record(s): %ld valid, %ld invalid",
-		    n.checked, n.checked - n.invalid, n.invalid);
 	code = nyx_cli_emit(rec);
 	if (code == 0 && (n.conflict || n.pending || n.invalid))
 		code = NYX_EXIT_NO;
 out:
+	while (n.nseen > 0)
+		free(n.seen[--n.nseen].id);
+	free(n.seen);
 	nyx_ledger_free_list(left);
 	nyx_ledger_close(l);
 	nyx_settings_free(&s);

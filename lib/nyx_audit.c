@@ -380,10 +380,19 @@ int
 nyx_audit_emit(struct nyx_ledger *l, const char *state_dir, jv rec,
     const char *handle, struct nyx_err *err)
 {
+	enum nyx_audit_result res = NYX_AUDIT_CONFLICT;
+	struct nyx_err aerr = NYX_ERR_ZERO;
 	const char *id = nyx_json_peek_str(rec, "audit_id");
-	char *doc = nyx_json_dump(jv_copy(rec));
+	bool appended;
+	char *doc;
 	int rc;
 
+	appended = append(l, state_dir, rec, NULL, &res, &aerr) == 0;
+	if (appended && res != NYX_AUDIT_CONFLICT)
+		return 0;
+	/* not in the trail: frozen, for audit-replay (an intent already
+	 * frozen under this id is kept, never replaced) */
+	doc = nyx_json_dump(jv_copy(rec));
 	if (id == NULL || doc == NULL) {
 		free(doc);
 		return nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
@@ -392,10 +401,15 @@ nyx_audit_emit(struct nyx_ledger *l, const char *state_dir, jv rec,
 	free(doc);
 	if (rc < 0)
 		return -1;
-	/* 2: another intent is frozen under this id; it, not this one, is
-	 * what gets replayed */
-	rc = nyx_audit_replay_intent(l, state_dir, id, NULL, err);
-	return rc;
+	if (appended) {
+		nyx_log(NYX_LOG_WARN,
+		    "audit %s conflicts with the record already in the "
+		    "trail; the intent is kept",
+		    id);
+		return 2;
+	}
+	*err = aerr;
+	return 1;
 }
 
 struct nyx_audit_outcome
@@ -428,9 +442,6 @@ nyx_audit_note(struct nyx_ledger *l, const struct nyx_audit_subject *s,
 		ao = nyx_audit_outcome_of(oc);
 	rec = nyx_audit_record(
 	    s, phase, approval_id, oc ? &ao : NULL, nyx_now_ms());
-	rc = jv_is_valid(rec)
-	    ? nyx_audit_emit(l, nyx_ledger_dir(l), rec, handle, &err)
-	    : -1;
 	rc = jv_is_valid(rec)
 	    ? nyx_audit_emit(l, nyx_ledger_dir(l), rec, handle, &err)
 	    : -1;

@@ -14,9 +14,13 @@
  * is O(1); a file that grew behind the index (a crash between write and
  * index, or lines from elsewhere) is indexed from where the index stopped.
  *
- * nyx_audit_emit() is write-ahead: the record is frozen as an intent in
- * the ledger first, appended, and the intent cleared; when the append
- * fails the intent stays for audit-replay.
+ * nyx_audit_emit() appends, and only when the append fails (or finds a
+ * conflict) freezes the record as an intent in the ledger, for
+ * audit-replay: the line's fsync is the phase's one durability point.  A
+ * write-ahead intent would add a synced commit per phase and close no
+ * window: a crash before the intent's commit loses the record just as a
+ * crash before the line's fsync does.  (The durable path freezes its
+ * terminal intent with the operation's state, in one commit, instead.)
  */
 #ifndef NYX_AUDIT_H
 #define NYX_AUDIT_H
@@ -88,17 +92,17 @@ int nyx_audit_append(struct nyx_ledger *l, const char *state_dir, jv rec,
     enum nyx_audit_result *res, struct nyx_err *err);
 
 /*
- * Freeze the record as an intent (handle: its operation, or NULL), append
- * it, clear the intent.  Returns 0 when it is in the trail (appended or
- * duplicate), 1 when it stays frozen (append failed; a warning is
- * logged), 2 on a conflict (the intent is kept), -1 when not even the
- * intent could be recorded.
+ * Append the record; when that fails, freeze it as an intent (handle: its
+ * operation, or NULL).  Returns 0 when it is in the trail (appended or
+ * duplicate), 1 when it is frozen (err says why the append failed), 2 on
+ * a conflict (frozen too, a warning logged), -1 when not even the intent
+ * could be recorded.
  */
 int nyx_audit_emit(struct nyx_ledger *l, const char *state_dir, jv rec,
     const char *handle, struct nyx_err *err);
 
 /*
- * Build, freeze and append the record of one phase (an outcome only for
+ * Build and append the record of one phase (an outcome only for
  * "terminal", else NULL); a record that stays frozen is logged as a
  * warning.  Returns as nyx_audit_emit().
  */

@@ -136,13 +136,23 @@ nyx_ledger_audit_index(struct nyx_ledger *l, const char *id,
     const char *intent_done, struct nyx_err *err)
 {
 	sqlite3_stmt *st;
-	/* one commit (one WAL sync) for the whole step, unless the caller
-	 * already holds a transaction */
+	/* one commit for the whole step, unless the caller already holds a
+	 * transaction */
 	bool own = sqlite3_get_autocommit(l->db) != 0;
-	int rc = SQLITE_DONE;
+	int rc = SQLITE_DONE, out = -1;
 
-	if (own && nyx_ledger_exec_sql(l, "BEGIN IMMEDIATE", err) < 0)
-		return -1;
+	/*
+	 * The index is a cache of audit.jsonl, whose lines are fsync'd
+	 * before they are indexed: its commit is not synced (WAL, NORMAL).
+	 * Lost to a power cut, it is rebuilt from the file, and an intent it
+	 * deleted is replayed as a duplicate; the next synced commit of the
+	 * ledger makes it durable.  SQLite takes the level outside a
+	 * transaction only.
+	 */
+	if (own &&
+	    (nyx_ledger_exec_sql(l, "PRAGMA synchronous = NORMAL", err) < 0 ||
+	        nyx_ledger_exec_sql(l, "BEGIN IMMEDIATE", err) < 0))
+		goto restore;
 	if (id != NULL) {
 		if (sqlite3_prepare_v2(l->db,
 		        "INSERT OR IGNORE INTO audit_index (audit_id, "
@@ -179,13 +189,21 @@ nyx_ledger_audit_index(struct nyx_ledger *l, const char *id,
 	}
 	if (own && nyx_ledger_exec_sql(l, "COMMIT", err) < 0)
 		goto rollback;
-	return 0;
+	out = 0;
+	goto restore;
 fail:
 	nyx_ledger_db_fail(l, err, "audit index");
 rollback:
 	if (own)
 		sqlite3_exec(l->db, "ROLLBACK", NULL, NULL, NULL);
-	return -1;
+restore:
+	/* every other commit of the ledger stays synced */
+	if (own &&
+	    sqlite3_exec(l->db, "PRAGMA synchronous = FULL", NULL, NULL,
+	        NULL) != SQLITE_OK &&
+	    out == 0)
+		out = nyx_ledger_db_fail(l, err, "audit index");
+	return out;
 }
 
 int

@@ -62,7 +62,7 @@ snapshot() { # snapshot OP STATUS: a valid snapshot body as YAML flow
 		printf '%s\n' "$line" | jq -e '.v==1 and .type=="audit.record" and .tool=="code_execute" and (.occurred_at|endswith("Z"))'
 	done <"$AUDIT"
 	run -0 audit-replay --verify
-	jq_ok '.type=="audit.replay" and .invalid==0'
+	jq_ok '. == {"v":1,"type":"audit.verify","checked":9,"ok":9,"bad":0,"conflict":0,"pending":0,"diagnostic_id":.diagnostic_id}'
 }
 
 @test "a converging rerun writes nothing twice" {
@@ -102,13 +102,27 @@ snapshot() { # snapshot OP STATUS: a valid snapshot body as YAML flow
 	sed -i '2s/"running"/"runnin9"/' "$AUDIT"
 	printf '{not json\n' >>"$AUDIT"
 	run -1 --separate-stderr audit-replay --verify
-	jq_ok '.invalid==2 and .checked==4'
+	jq_ok '.type=="audit.verify" and .checked==4 and .ok==2 and .bad==2 and .conflict==0 and .pending==0'
 	# it says how much it checked (PRODUCT 8, rev 2)
 	[[ $stderr == *"verified 4 record(s): 2 valid, 2 invalid"* ]]
 	[[ $stderr == *"audit.jsonl:2: tampered"* ]]
 	[[ $stderr == *"audit.jsonl:4: malformed"* ]]
 	run -1 audit-replay --from "$AUDIT"
 	jq_ok '.invalid==2 and .appended==0'
+}
+
+@test "--verify: an id in the trail twice with two facts is a conflict; the same fact twice is not" {
+	run -0 code-exec --request-id "$(rid a)" -l bash -e 'echo 1'
+	t=$(grep -F '"phase":"terminal"' "$AUDIT")
+	# the same fact again, another trace: still valid
+	printf '%s\n' "$t" | jq -c '.correlation.trace_id="11111111111111111111111111111111"' | reseal >>"$AUDIT"
+	run -0 audit-replay --verify
+	jq_ok '.checked==4 and .ok==4 and .conflict==0'
+	# another fact under the same id, sealed: a conflict
+	printf '%s\n' "$t" | jq -c '.outcome.exit_code=7' | reseal >>"$AUDIT"
+	run -1 --separate-stderr audit-replay --verify
+	jq_ok '.checked==5 and .ok==4 and .bad==0 and .conflict==1 and .pending==0'
+	[[ $stderr == *"$(printf '%s' "$t" | jq -r .audit_id) is in the trail twice, with two different facts"* ]]
 }
 
 @test "a terminal audit that cannot be written is frozen; audit-replay completes it with no provider call" {
@@ -129,6 +143,10 @@ snapshot() { # snapshot OP STATUS: a valid snapshot body as YAML flow
 	run -1 audit-replay
 	jq_ok '.pending==1 and .appended==0'
 	[ -z "$(durable_calls)" ]
+	# what waits in the ledger is not verified yet
+	run -1 audit-replay --verify --from "$BATS_TEST_TMPDIR/keep"
+	jq_ok '.type=="audit.verify" and .checked==2 and .ok==2 and .pending==1'
+
 	rmdir "$AUDIT"
 	mv "$BATS_TEST_TMPDIR/keep" "$AUDIT"
 	run -0 audit-replay
@@ -139,6 +157,46 @@ snapshot() { # snapshot OP STATUS: a valid snapshot body as YAML flow
 	jq_ok '.type=="exec.result" and .output.stdout=="1\n"'
 	run -0 audit-replay
 	jq_ok '.appended==0 and .pending==0'
+}
+
+@test "a local or sync run whose trail cannot be written freezes each phase; audit-replay appends them once" {
+	mkdir -p -m 700 "$NYX_STATE_DIR"
+	mkdir "$AUDIT"
+	run -0 --separate-stderr code-exec --backend local --request-id "$(rid l)" -l bash -e 'echo 1'
+	jq_ok '.success==true and .output.stdout=="1\n"'
+	[[ $stderr == *"terminal audit record is frozen for audit-replay"* ]]
+	run -0 code-exec --sync --request-id "$(rid s)" -l bash -e 'echo 2' </dev/null
+	[ "$(ledger 'SELECT count(*) FROM audit_intents')" = 6 ]
+	run -1 audit-replay
+	jq_ok '.pending==6 and .appended==0'
+	rmdir "$AUDIT"
+	run -0 audit-replay
+	jq_ok '.appended==6 and .pending==0'
+	[ "$(ledger 'SELECT count(*) FROM audit_intents')" = 0 ]
+	for r in l s; do
+		owner=u-alice
+		[ "$r" = s ] || owner="local:$(id -u)"
+		for phase in admission running terminal; do
+			[ "$(record_for "$(audit_id "$phase" "$owner" "$(rid $r)")" | wc -l)" = 1 ]
+		done
+	done
+	run -0 audit-replay --verify
+	jq_ok '.type=="audit.verify" and .checked==6 and .ok==6 and .bad==0 and .conflict==0 and .pending==0'
+}
+
+# The durability points of a local run (bench/README.md): each phase's
+# line is fsync'd once; the ledger's index of the trail is committed
+# without a sync of its own (the trail is the record; a lost index commit
+# is rebuilt from the file, and the next synced commit carries it).
+@test "a local run syncs its audit trail once per phase and the ledger not at all" {
+	run -0 code-exec --backend local --request-id "$(rid a)" -l bash -e 'echo 1'
+	strace -o "$BATS_TEST_TMPDIR/syncs" -y -e trace=fsync,fdatasync,sync_file_range,msync \
+		"$NYX_BIN/code-exec" --backend local --request-id "$(rid b)" -l bash -e 'echo 1' >"$BATS_TEST_TMPDIR/out"
+	jq -e '.success==true' "$BATS_TEST_TMPDIR/out"
+	[ "$(wc -l <"$AUDIT")" = 6 ]
+	cat "$BATS_TEST_TMPDIR/syncs" >&2
+	[ "$(grep -c "<$AUDIT>" "$BATS_TEST_TMPDIR/syncs")" = 3 ]
+	[ "$(grep -c 'ledger\.db' "$BATS_TEST_TMPDIR/syncs")" = 0 ]
 }
 
 @test "concurrent audit-replay runs append each record once (file lock)" {
