@@ -71,7 +71,7 @@ want = [
     lambda l: l == 'exit 5',                          # --no-wait
     lambda l: l.startswith('h-') and 'succeeded' in l,  # --list
     lambda l: l == 'done',                            # --all --wait
-    lambda l: '"type":"audit.replay"' in l and '"invalid":0' in l,
+    lambda l: '"type":"audit.verify"' in l and '"bad":0' in l,
     lambda l: 'Summarise the README' in l,            # managed Codex
     lambda l: l.startswith('tool-approval:v1:'),      # approvals
     lambda l: '"state":"approved"' in l,              # approve --yes
