@@ -40,7 +40,10 @@ NYX_CFLAGS := -std=c11 -O2 -g -Wall -Wextra -Wshadow -Wformat=2 \
 	-Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter \
 	-fstack-protector-strong $(WERROR) \
 	$(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
-LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null) $(JQ_LIBS)
+# libcurl is not linked: lib/nyx_curl.c opens it on the first HTTP
+# exchange (its headers are enough here).
+LIBS := $(shell $(PKG_CONFIG) --libs $(filter-out libcurl,$(PKGS)) \
+	2>/dev/null) $(JQ_LIBS)
 # libmicrohttpd is nyx-sandboxd's alone: only its own part compiles and
 # links with it.
 SRV_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(SRV_PKGS) 2>/dev/null)

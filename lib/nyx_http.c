@@ -10,8 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
-
+#include "nyx_curl.h"
 #include "nyx_hash.h"
 #include "nyx_json.h"
 #include "nyx_log.h"
@@ -47,27 +46,38 @@ struct xfer {
 	char errbuf[CURL_ERROR_SIZE]; /* libcurl's detailed message */
 };
 
+/* libcurl is opened on the first exchange (nyx_curl.h says why). */
 int
 nyx_http_global_init(struct nyx_err *err)
 {
-	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-		return nyx_err_set(err, NYX_EXIT_OSERR, "http_init_failed",
-		    "cannot initialise libcurl");
+	(void)err;
 	return 0;
 }
 
 void
 nyx_http_global_cleanup(void)
 {
-	curl_global_cleanup();
+	nyx_curl_unload();
+}
+
+/* libcurl, opened now if it is not yet; the reason is logged if not. */
+static bool
+curl_ready(void)
+{
+	struct nyx_err err = NYX_ERR_ZERO;
+
+	if (nyx_curl_load(&err) == 0)
+		return true;
+	nyx_log(NYX_LOG_ERROR, "%s", err.message);
+	return false;
 }
 
 struct nyx_http *
 nyx_http_new(void)
 {
-	struct nyx_http *h = calloc(1, sizeof(*h));
+	struct nyx_http *h;
 
-	if (h == NULL)
+	if (!curl_ready() || (h = calloc(1, sizeof(*h))) == NULL)
 		return NULL;
 	h->easy = curl_easy_init();
 	if (h->easy == NULL) {
@@ -756,12 +766,14 @@ is_loopback(const char *host)
 int
 nyx_http_check_base_url(const char *url, struct nyx_err *err)
 {
-	CURLU *u = curl_url();
+	CURLU *u;
 	char *scheme = NULL, *host = NULL, *user = NULL, *query = NULL,
 	     *frag = NULL;
 	int rc = -1;
 
-	if (u == NULL)
+	if (nyx_curl_load(err) < 0)
+		return -1;
+	if ((u = curl_url()) == NULL)
 		return nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
 	if (strlen(url) > NYX_BASE_URL_MAX) {
 		nyx_err_set(err, NYX_EXIT_CONFIG, "base_url_invalid",
@@ -831,9 +843,9 @@ out:
 char *
 nyx_http_escape(const char *s)
 {
-	char *e = curl_easy_escape(NULL, s, 0), *out;
+	char *e, *out;
 
-	if (e == NULL)
+	if (!curl_ready() || (e = curl_easy_escape(NULL, s, 0)) == NULL)
 		return NULL;
 	out = strdup(e);
 	curl_free(e);

@@ -36,6 +36,25 @@ now_ms() { date +%s%3N; }
 	[ "$(last_line | jq -r .output.stdout)" = "None" ]
 }
 
+# libcurl and its 30 shared objects cost every process about 5 ms to map
+# (bench/README.md): it is opened on the first HTTP exchange only.
+@test "local: a local run never loads libcurl; a sync run opens it when it first speaks HTTP" {
+	LD_DEBUG=files run -0 --separate-stderr local_run -l bash -e 'echo 1'
+	jq_ok '.success==true and .output.stdout=="1\n"'
+	[[ $stderr != *libcurl* ]]
+	[[ $stderr == *libsqlite3* ]] # LD_DEBUG did list what was loaded
+	LD_DEBUG=files run -0 --separate-stderr sync_run -l bash -e 'echo 1' </dev/null
+	jq_ok '.success==true and .backend=="nyxid"'
+	[[ $stderr == *"file=libcurl.so.4 [0];  dynamically loaded by"* ]]
+	# no libcurl to be found: a clear error (71), no crash
+	mkdir "$BATS_TEST_TMPDIR/lib"
+	: >"$BATS_TEST_TMPDIR/lib/libcurl.so.4"
+	LD_LIBRARY_PATH=$BATS_TEST_TMPDIR/lib run -71 --separate-stderr sync_run -l bash -e 'echo 1' </dev/null
+	[[ $stderr == *"cannot start libcurl: "*"libcurl.so.4"* ]]
+	# without HTTP, nothing needs it
+	LD_LIBRARY_PATH=$BATS_TEST_TMPDIR/lib run -0 local_run -l bash -e 'echo 1'
+}
+
 @test "local: -f - reads the source from standard input" {
 	run -0 --separate-stderr bash -c "printf 'print(6*7)\n' | code-exec --backend local -l python -f -"
 	jq_ok '.success==true and .output.stdout=="42\n"'
