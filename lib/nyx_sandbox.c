@@ -28,7 +28,6 @@
 #define TS_MODULE "/usr/share/nodejs/typescript/lib/typescript.js"
 #define MAX_ARGS 80
 #define MAX_ENV 8
-#define PRLIMIT "/usr/bin/prlimit"
 #define NYX_STR2(x) #x
 #define NYX_STR(x) NYX_STR2(x)
 
@@ -260,6 +259,132 @@ struct child_plan {
 	pid_t parent;
 };
 
+/* A pipe whose ends are 10 or above, clear of the 0-7 of bwrap's. */
+static int
+high_pipe(int fds[2])
+{
+	int p[2], i;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -1;
+	for (i = 0; i < 2; i++) {
+		fds[i] = fcntl(p[i], F_DUPFD_CLOEXEC, 10);
+		close(p[i]);
+		if (fds[i] < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/*
+ * Set the task cap of the process bwrap names in "{"child-pid": N" on
+ * info_r: the sandbox's first process, which waits on --block-fd with
+ * every namespace set up, and starts the program only then, so the
+ * program and all it starts inherit the limit.  This waiter runs with the
+ * sandbox's credentials (nobody under root), which is what lets it set a
+ * limit on a process in the sandbox's user namespace without
+ * CAP_SYS_RESOURCE; the count is the one prlimit(1) run inside would
+ * see, without its exec.  -1 with errno.  A forked child of a threaded
+ * process (nyx-sandboxd): async-signal-safe calls only.
+ */
+static int
+cap_tasks(int info_r, pid_t *first)
+{
+	static const char key[] = "\"child-pid\":";
+	struct rlimit rl = {NYX_SANDBOX_TASKS, NYX_SANDBOX_TASKS};
+	char buf[1024];
+	size_t len = 0;
+	const char *k;
+	long n = 0;
+
+	for (;;) { /* to EOF: bwrap writes it all, then closes its end */
+		char drain[256];
+		ssize_t r = len < sizeof(buf) - 1
+		    ? read(info_r, buf + len, sizeof(buf) - 1 - len)
+		    : read(info_r, drain, sizeof(drain));
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		if (len < sizeof(buf) - 1)
+			len += (size_t)r;
+	}
+	buf[len] = '\0';
+	if ((k = strstr(buf, key)) == NULL) {
+		errno = ENOENT; /* bwrap failed before it named a process */
+		return -1;
+	}
+	for (k += sizeof(key) - 1; *k == ' '; k++)
+		;
+	for (; *k >= '0' && *k <= '9' && n < 1L << 30; k++)
+		n = n * 10 + (*k - '0');
+	if (n <= 1) {
+		errno = EPROTO;
+		return -1;
+	}
+	*first = (pid_t)n;
+	return prlimit((pid_t)n, RLIMIT_NPROC, &rl, NULL);
+}
+
+/*
+ * The forked child, once bwrap runs beside it: cap the sandbox, let it go
+ * on, then wait and end as bwrap ended (the parent reads the status).  A
+ * cap that cannot be set kills the sandbox, still blocked before the
+ * program, and says so on the status descriptor: {"nyx-cap-errno": E}.
+ */
+static _Noreturn void
+wait_bwrap(pid_t bw, int info_r, int blk_w)
+{
+	int status = 0, e;
+	pid_t first = 0;
+
+	/* the parent's pipes end with bwrap's ends, not this copy's */
+	close(0);
+	close(1);
+	close(2);
+	close(4);
+	close(5);
+	if (cap_tasks(info_r, &first) == 0) {
+		(void)!write(blk_w, "g", 1);
+		close(blk_w);
+		blk_w = -1;
+	} else if ((e = errno) != ENOENT) {
+		char msg[48] = "{\"nyx-cap-errno\": ", *q = msg + strlen(msg);
+		char digits[12];
+		int i = 0;
+
+		/* the byte never comes: it is killed while it waits */
+		if (first > 1)
+			kill(first, SIGKILL);
+		kill(bw, SIGKILL);
+		do
+			digits[i++] = (char)('0' + e % 10);
+		while ((e /= 10) > 0 && i < 11);
+		while (i > 0)
+			*q++ = digits[--i];
+		*q++ = '}';
+		*q++ = '\n';
+		(void)!write(3, msg, (size_t)(q - msg));
+	}
+	close(3);
+	close(info_r);
+	while (waitpid(bw, &status, 0) < 0)
+		if (errno != EINTR)
+			_exit(125);
+	if (blk_w >= 0)
+		close(blk_w);
+	if (WIFSIGNALED(status)) {
+		struct sigaction dfl;
+
+		memset(&dfl, 0, sizeof(dfl));
+		dfl.sa_handler = SIG_DFL;
+		sigaction(WTERMSIG(status), &dfl, NULL);
+		kill(getpid(), WTERMSIG(status));
+	}
+	_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 125);
+}
+
 /* In the child: never returns. */
 static void
 exec_child(const struct child_plan *p)
@@ -267,7 +392,8 @@ exec_child(const struct child_plan *p)
 	struct rlimit rl;
 	struct sigaction dfl;
 	sigset_t none;
-	int devnull, sig;
+	int devnull, sig, info[2], blk[2];
+	pid_t self, bw;
 
 	setpgid(0, 0);
 	/* into the run's cgroup first: everything after is held by it */
@@ -292,10 +418,11 @@ exec_child(const struct child_plan *p)
 	rl.rlim_max = p->cpu + 1;
 	setrlimit(RLIMIT_CPU, &rl);
 	/*
-	 * The task cap is the sandbox's own: prlimit sets it inside the
-	 * sandbox's user namespace, where the kernel (5.14+) counts only the
-	 * sandbox's tasks, threads included.  Outside, root lifts the limit
-	 * it would otherwise impose on all of nobody's tasks together.
+	 * The task cap is the sandbox's own: wait_bwrap() sets it on the
+	 * sandbox's first process, inside its user namespace, where the
+	 * kernel (5.14+) counts only the sandbox's tasks, threads included.
+	 * Outside, root lifts the limit it would otherwise impose on all of
+	 * nobody's tasks together.
 	 */
 	if (p->drop) {
 		rl.rlim_cur = rl.rlim_max = RLIM_INFINITY;
@@ -316,8 +443,24 @@ exec_child(const struct child_plan *p)
 	 * starts once bwrap runs): set after the credentials change, which
 	 * clears it, and checked against a parent that died already.
 	 */
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != p->parent)
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != p->parent ||
+	    high_pipe(info) < 0 || high_pipe(blk) < 0)
 		_exit(125);
+	self = getpid();
+	bw = fork();
+	if (bw < 0)
+		_exit(125);
+	if (bw > 0) {
+		close(info[1]);
+		close(blk[0]);
+		wait_bwrap(bw, info[0], blk[1]);
+	}
+	/* bwrap: it dies with this waiter, and waits on --block-fd 6 for
+	 * the cap before it starts the program; --info-fd 7 names it */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != self ||
+	    dup2(blk[0], 6) < 0 || dup2(info[1], 7) < 0)
+		_exit(125);
+	closefrom(8);
 	execve(p->bwrap, (char *const *)p->argv, p->envp);
 	{
 		/* say why on the captured stderr: the parent reports it */
@@ -367,8 +510,10 @@ pid_fd(pid_t pid)
 
 static int
 supervise(pid_t pid, int out_r, int err_r, int status_r, int timeout_secs,
-    const volatile int *cancel, struct nyx_sandbox_result *res, bool *started)
+    const volatile int *cancel, struct nyx_sandbox_result *res, bool *started,
+    int *cap_errno)
 {
+	const char *cap;
 	struct pollfd pf[4];
 	struct nyx_buf status = NYX_BUF_ZERO;
 	int64_t t0 = nyx_mono_ms(), deadline = t0 + timeout_secs * 1000LL;
@@ -442,9 +587,13 @@ supervise(pid_t pid, int out_r, int err_r, int status_r, int timeout_secs,
 	while (open_st)
 		open_st = pump(status_r, &status, &dummy);
 	res->elapsed_ms = (long)(nyx_mono_ms() - t0);
-	/* bwrap reports {"child-pid": N} once the sandbox is set up */
-	*started =
-	    status.data != NULL && strstr(status.data, "\"child-pid\"") != NULL;
+	/* bwrap reports {"child-pid": N} once the sandbox is set up; the
+	 * waiter, a task cap it could not set (the program never ran) */
+	if (status.data != NULL &&
+	    (cap = strstr(status.data, "\"nyx-cap-errno\": ")) != NULL)
+		*cap_errno = atoi(cap + strlen("\"nyx-cap-errno\": "));
+	*started = *cap_errno == 0 && status.data != NULL &&
+	    strstr(status.data, "\"child-pid\"") != NULL;
 	nyx_buf_free(&status);
 	if (WIFEXITED(wstatus))
 		res->exit_code = WEXITSTATUS(wstatus);
@@ -468,6 +617,7 @@ nyx_sandbox_run(const struct nyx_sandbox_req *rq,
 	size_t argc = 0, envc = 0, i;
 	struct child_plan plan;
 	bool started = false, drop = geteuid() == 0;
+	int cap_errno = 0;
 	pid_t pid;
 	int rc = -1;
 
@@ -484,12 +634,6 @@ nyx_sandbox_run(const struct nyx_sandbox_req *rq,
 		    "LOCAL_ISOLATION_UNAVAILABLE",
 		    "bubblewrap (bwrap) is not installed; refusing to run the "
 		    "program without isolation.");
-	if (!executable(PRLIMIT))
-		return nyx_err_set(err, NYX_EXIT_OSERR,
-		    "LOCAL_ISOLATION_UNAVAILABLE",
-		    "%s (util-linux) is missing; refusing to run the program "
-		    "without its task limit.",
-		    PRLIMIT);
 
 	argv[argc++] = bwrap;
 	{
@@ -505,7 +649,8 @@ nyx_sandbox_run(const struct nyx_sandbox_req *rq,
 		    "/etc/ld.so.cache", "--ro-bind-try", "/etc/alternatives",
 		    "/etc/alternatives", "--ro-bind-try", "/etc/localtime",
 		    "/etc/localtime", "--proc", "/proc", "--dev", "/dev",
-		    "--json-status-fd", "3"};
+		    "--json-status-fd", "3", "--info-fd", "7", "--block-fd",
+		    "6"};
 
 		for (i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
 			argv[argc++] = fixed[i];
@@ -528,9 +673,6 @@ nyx_sandbox_run(const struct nyx_sandbox_req *rq,
 	argv[argc++] = "/sandbox";
 	argv[argc++] = "--seccomp";
 	argv[argc++] = "5"; /* the filter's memory file */
-	argv[argc++] = "--";
-	argv[argc++] = PRLIMIT;
-	argv[argc++] = "--nproc=" NYX_STR(NYX_SANDBOX_TASKS);
 	argv[argc++] = "--";
 	if (command_for(rq->language, argv, &argc, &file) < 0) {
 		nyx_err_set(err, NYX_EXIT_OSERR, "LANGUAGE_UNAVAILABLE",
@@ -608,7 +750,15 @@ nyx_sandbox_run(const struct nyx_sandbox_req *rq,
 	close(st[1]);
 	out[1] = errp[1] = st[1] = -1;
 	supervise(pid, out[0], errp[0], st[0], rq->timeout_secs, rq->cancel,
-	    res, &started);
+	    res, &started, &cap_errno);
+	if (cap_errno != 0) {
+		nyx_err_set(err, NYX_EXIT_OSERR, "LOCAL_ISOLATION_UNAVAILABLE",
+		    "cannot set the sandbox's task limit (%s); refusing to run "
+		    "the program without it.",
+		    strerror(cap_errno));
+		nyx_sandbox_result_free(res);
+		goto out;
+	}
 	if (!started) {
 		/* bwrap's own message says why (no user namespaces, ...) */
 		char why[200] = "";

@@ -205,13 +205,15 @@ try:
     for i in range(2000):
         threading.Thread(target=time.sleep, args=(3,), daemon=True).start(); n += 1
 except RuntimeError: pass
-print(n)'
+print(n)
+print([l.split()[2] for l in open("/proc/self/limits") if l.startswith("Max processes")][0])'
 	for b in local sandboxd; do
 		run -0 out "$b" python "$prog"
 		echo "$b: $output"
-		n=$(jq -r .stdout <<<"$output")
+		n=$(jq -r .stdout <<<"$output" | head -1)
 		# the cap is 64 tasks: the program, and 63 threads at most
 		[ "$n" -ge 32 ] && [ "$n" -lt 64 ]
+		[ "$(jq -r .stdout <<<"$output" | sed -n 2p)" = 64 ]
 		jq -e '.exit_code==0 and (.limits=="rlimit" or .limits=="cgroup")' <<<"$output"
 	done
 }
