@@ -74,30 +74,30 @@ void nyx_curl_unload(void);
 #undef curl_easy_setopt
 #undef curl_easy_getinfo
 #undef curl_multi_setopt
-#define curl_global_init (*nyx_curl.global_init)
-#define curl_global_cleanup (*nyx_curl.global_cleanup)
-#define curl_easy_init (*nyx_curl.easy_init)
-#define curl_easy_setopt (*nyx_curl.easy_setopt)
-#define curl_easy_getinfo (*nyx_curl.easy_getinfo)
-#define curl_easy_perform (*nyx_curl.easy_perform)
-#define curl_easy_reset (*nyx_curl.easy_reset)
-#define curl_easy_cleanup (*nyx_curl.easy_cleanup)
-#define curl_easy_strerror (*nyx_curl.easy_strerror)
-#define curl_easy_escape (*nyx_curl.easy_escape)
-#define curl_free (*nyx_curl.free)
-#define curl_slist_append (*nyx_curl.slist_append)
-#define curl_slist_free_all (*nyx_curl.slist_free_all)
-#define curl_url (*nyx_curl.url)
-#define curl_url_cleanup (*nyx_curl.url_cleanup)
-#define curl_url_set (*nyx_curl.url_set)
-#define curl_url_get (*nyx_curl.url_get)
-#define curl_multi_init (*nyx_curl.multi_init)
-#define curl_multi_setopt (*nyx_curl.multi_setopt)
-#define curl_multi_add_handle (*nyx_curl.multi_add_handle)
-#define curl_multi_remove_handle (*nyx_curl.multi_remove_handle)
-#define curl_multi_perform (*nyx_curl.multi_perform)
-#define curl_multi_poll (*nyx_curl.multi_poll)
-#define curl_multi_info_read (*nyx_curl.multi_info_read)
-#define curl_multi_cleanup (*nyx_curl.multi_cleanup)
+#define curl_global_init nyx_curl.global_init
+#define curl_global_cleanup nyx_curl.global_cleanup
+#define curl_easy_init nyx_curl.easy_init
+#define curl_easy_setopt nyx_curl.easy_setopt
+#define curl_easy_getinfo nyx_curl.easy_getinfo
+#define curl_easy_perform nyx_curl.easy_perform
+#define curl_easy_reset nyx_curl.easy_reset
+#define curl_easy_cleanup nyx_curl.easy_cleanup
+#define curl_easy_strerror nyx_curl.easy_strerror
+#define curl_easy_escape nyx_curl.easy_escape
+#define curl_free nyx_curl.free
+#define curl_slist_append nyx_curl.slist_append
+#define curl_slist_free_all nyx_curl.slist_free_all
+#define curl_url nyx_curl.url
+#define curl_url_cleanup nyx_curl.url_cleanup
+#define curl_url_set nyx_curl.url_set
+#define curl_url_get nyx_curl.url_get
+#define curl_multi_init nyx_curl.multi_init
+#define curl_multi_setopt nyx_curl.multi_setopt
+#define curl_multi_add_handle nyx_curl.multi_add_handle
+#define curl_multi_remove_handle nyx_curl.multi_remove_handle
+#define curl_multi_perform nyx_curl.multi_perform
+#define curl_multi_poll nyx_curl.multi_poll
+#define curl_multi_info_read nyx_curl.multi_info_read
+#define curl_multi_cleanup nyx_curl.multi_cleanup
 
 #endif
