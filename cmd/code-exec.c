@@ -206,6 +206,16 @@ audit_phase(const struct job *j, const char *owner, const char *phase,
 	nyx_audit_note(j->l, &sub, phase, NULL, NULL, oc);
 }
 
+/* Admission and running together, in one append: the run starts now. */
+static void
+audit_started(const struct job *j, const char *owner)
+{
+	struct nyx_audit_subject sub = {
+	    "code_execute", "cli", owner, j->request_id, j->call_id};
+
+	nyx_audit_note_started(j->l, &sub, NULL);
+}
+
 static int
 finish_outcome(const struct opts *o, const struct job *j,
     struct nyx_exec_outcome *oc, const char *backend, int64_t started_ms)
@@ -273,8 +283,7 @@ run_local(const struct opts *o, const struct nyx_common *cm,
 	nyx_cred_classify(s->exec_token, &cred);
 
 	snprintf(owner, sizeof(owner), "local:%ld", (long)geteuid());
-	audit_phase(j, owner, "admission", NULL);
-	audit_phase(j, owner, "running", NULL);
+	audit_started(j, owner);
 	memset(&rq, 0, sizeof(rq));
 	rq.language = j->language;
 	rq.source = j->source.data ? j->source.data : "";
@@ -366,8 +375,7 @@ execute_sync(const struct opts *o, struct nyx_settings *s,
 	req.abort = (const volatile int *)&interrupts;
 	nyx_cred_owner(s->exec_token, owner, sizeof(owner));
 	started = nyx_now_ms();
-	audit_phase(j, owner, "admission", NULL);
-	audit_phase(j, owner, "running", NULL);
+	audit_started(j, owner);
 	nyx_http_do(http, &req, &resp);
 	nyx_exec_outcome_init(&oc);
 	nyx_chrono_classify_sync(&resp, &oc);

@@ -232,26 +232,42 @@ catch_up(struct nyx_ledger *l, int fd, const char *path, int64_t size,
 	    l, NULL, NULL, NULL, covered + (int64_t)start, NULL, err);
 }
 
-/* Append; an intent named is deleted in the same commit as the index. */
+/*
+ * Append the records of the array recs (borrowed) in one write and one
+ * fsync: res[i] says what became of each.  An intent named (one record
+ * only) is deleted in the same commit as its index.
+ */
 static int
-append(struct nyx_ledger *l, const char *state_dir, jv rec, const char *intent,
+append(struct nyx_ledger *l, const char *state_dir, jv recs, const char *intent,
     enum nyx_audit_result *res, struct nyx_err *err)
 {
-	char path[700], content[65], semantic[65], oc[65], os[65];
-	const char *id = nyx_json_peek_str(rec, "audit_id");
-	const char *claimed = nyx_json_peek_str(rec, "content_hash");
+	char path[700], oc[65], os[65];
+	int n = jv_array_length(jv_copy(recs)), i, fd, rc = -1, found;
+	struct {
+		char content[65], semantic[65];
+	} h[NYX_AUDIT_BATCH];
+	struct nyx_buf lines = NYX_BUF_ZERO;
 	struct stat st;
-	char *line = NULL;
-	size_t len, off = 0;
-	int fd, rc = -1, found;
+	size_t off = 0, len[NYX_AUDIT_BATCH];
 
-	if (id == NULL || claimed == NULL ||
-	    nyx_audit_hashes(rec, content, semantic) < 0 ||
-	    strcmp(claimed, content) != 0)
-		return nyx_err_set(err, NYX_EXIT_DATAERR,
-		    "audit_record_invalid",
-		    "an audit record without an id or with a content_hash "
-		    "that does not match its content");
+	if (n < 1 || n > NYX_AUDIT_BATCH)
+		return nyx_err_set(err, NYX_EXIT_SOFTWARE, "audit_batch",
+		    "an audit batch of %d records", n);
+	for (i = 0; i < n; i++) {
+		jv rec = jv_array_get(jv_copy(recs), i);
+		const char *id = nyx_json_peek_str(rec, "audit_id");
+		const char *claimed = nyx_json_peek_str(rec, "content_hash");
+		bool bad = id == NULL || claimed == NULL ||
+		    nyx_audit_hashes(rec, h[i].content, h[i].semantic) < 0 ||
+		    strcmp(claimed, h[i].content) != 0;
+
+		jv_free(rec);
+		if (bad)
+			return nyx_err_set(err, NYX_EXIT_DATAERR,
+			    "audit_record_invalid",
+			    "an audit record without an id or with a "
+			    "content_hash that does not match its content");
+	}
 	snprintf(path, sizeof(path), "%s/audit.jsonl", state_dir);
 	fd = open(
 	    path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -280,25 +296,54 @@ append(struct nyx_ledger *l, const char *state_dir, jv rec, const char *intent,
 			goto out;
 		rc = -1;
 	}
-	found = nyx_ledger_audit_lookup(l, id, oc, os, err);
-	if (found < 0)
-		goto out;
-	if (found == 1) {
-		*res = strcmp(oc, content) == 0 || strcmp(os, semantic) == 0
-		    ? NYX_AUDIT_DUPLICATE
-		    : NYX_AUDIT_CONFLICT;
-		rc = 0;
-		goto out;
+	for (i = 0; i < n; i++) {
+		jv rec = jv_array_get(jv_copy(recs), i);
+		const char *id = nyx_json_peek_str(rec, "audit_id");
+		char *line = NULL;
+		int j;
+
+		found = 0;
+		/* an id an earlier record of the batch holds: judged
+		 * against that one */
+		for (j = 0; j < i && !found; j++) {
+			jv o = jv_array_get(jv_copy(recs), j);
+
+			if (strcmp(nyx_json_peek_str(o, "audit_id"), id) == 0) {
+				memcpy(oc, h[j].content, sizeof(oc));
+				memcpy(os, h[j].semantic, sizeof(os));
+				found = 1;
+			}
+			jv_free(o);
+		}
+		if (!found)
+			found = nyx_ledger_audit_lookup(l, id, oc, os, err);
+		if (found < 0) {
+			jv_free(rec);
+			goto out;
+		}
+		if (found == 1) {
+			res[i] = strcmp(oc, h[i].content) == 0 ||
+			        strcmp(os, h[i].semantic) == 0
+			    ? NYX_AUDIT_DUPLICATE
+			    : NYX_AUDIT_CONFLICT;
+			jv_free(rec);
+			continue;
+		}
+		res[i] = NYX_AUDIT_APPENDED;
+		line = nyx_json_dump(rec); /* consumes rec */
+		if (line == NULL ||
+		    nyx_buf_add(&lines, line, strlen(line)) < 0 ||
+		    nyx_buf_add(&lines, "\n", 1) < 0) {
+			free(line);
+			rc = nyx_err_set(
+			    err, NYX_EXIT_OSERR, "oom", "out of memory");
+			goto out;
+		}
+		len[i] = strlen(line) + 1;
+		free(line);
 	}
-	line = nyx_json_dump(jv_copy(rec));
-	if (line == NULL) {
-		rc = nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
-		goto out;
-	}
-	len = strlen(line);
-	line[len++] = '\n'; /* replaces the NUL; written by length */
-	while (off < len) {
-		ssize_t w = write(fd, line + off, len - off);
+	while (off < lines.len) {
+		ssize_t w = write(fd, lines.data + off, lines.len - off);
 
 		if (w < 0 && errno == EINTR)
 			continue;
@@ -315,18 +360,44 @@ append(struct nyx_ledger *l, const char *state_dir, jv rec, const char *intent,
 		}
 		off += (size_t)w;
 	}
-	if (fsync(fd) < 0) {
+	if (lines.len > 0 && fsync(fd) < 0) {
 		rc = audit_fail(err, path, errno);
 		goto out;
 	}
-	if (nyx_ledger_audit_index(l, id, content, semantic,
-	        (int64_t)st.st_size + (int64_t)len, intent, err) < 0)
-		goto out;
-	*res = NYX_AUDIT_APPENDED;
+	/* each line's index, in the order written; the last one covers the
+	 * file to its new end */
+	off = (size_t)st.st_size;
+	for (i = 0; i < n; i++) {
+		jv rec;
+
+		if (res[i] != NYX_AUDIT_APPENDED)
+			continue;
+		rec = jv_array_get(jv_copy(recs), i);
+		off += len[i];
+		if (nyx_ledger_audit_index(l,
+		        nyx_json_peek_str(rec, "audit_id"), h[i].content,
+		        h[i].semantic, (int64_t)off, intent, err) < 0) {
+			jv_free(rec);
+			goto out;
+		}
+		jv_free(rec);
+	}
 	rc = 0;
 out:
-	free(line);
+	nyx_buf_free(&lines);
 	close(fd); /* releases the lock */
+	return rc;
+}
+
+/* One record (borrowed). */
+static int
+append_one(struct nyx_ledger *l, const char *state_dir, jv rec,
+    const char *intent, enum nyx_audit_result *res, struct nyx_err *err)
+{
+	jv recs = jv_array_append(jv_array(), jv_copy(rec));
+	int rc = append(l, state_dir, recs, intent, res, err);
+
+	jv_free(recs);
 	return rc;
 }
 
@@ -334,7 +405,7 @@ int
 nyx_audit_append(struct nyx_ledger *l, const char *state_dir, jv rec,
     enum nyx_audit_result *res, struct nyx_err *err)
 {
-	return append(l, state_dir, rec, NULL, res, err);
+	return append_one(l, state_dir, rec, NULL, res, err);
 }
 
 int
@@ -353,7 +424,7 @@ nyx_audit_replay_intent(struct nyx_ledger *l, const char *state_dir,
 		return nyx_err_set(err, NYX_EXIT_DATAERR, "intent_invalid",
 		    "the frozen audit intent %s is unreadable", id);
 	}
-	if (append(l, state_dir, rec, id, &res, &e2) < 0) {
+	if (append_one(l, state_dir, rec, id, &res, &e2) < 0) {
 		jv_free(rec);
 		nyx_log(NYX_LOG_WARN, "audit intent %s stays frozen: %s", id,
 		    e2.message);
@@ -377,39 +448,52 @@ nyx_audit_replay_intent(struct nyx_ledger *l, const char *state_dir,
 }
 
 int
-nyx_audit_emit(struct nyx_ledger *l, const char *state_dir, jv rec,
+nyx_audit_emit(struct nyx_ledger *l, const char *state_dir, jv recs,
     const char *handle, struct nyx_err *err)
 {
-	enum nyx_audit_result res = NYX_AUDIT_CONFLICT;
+	enum nyx_audit_result res[NYX_AUDIT_BATCH];
 	struct nyx_err aerr = NYX_ERR_ZERO;
-	const char *id = nyx_json_peek_str(rec, "audit_id");
+	int n = jv_array_length(jv_copy(recs)), i, rc = 0;
 	bool appended;
-	char *doc;
-	int rc;
 
-	appended = append(l, state_dir, rec, NULL, &res, &aerr) == 0;
-	if (appended && res != NYX_AUDIT_CONFLICT)
-		return 0;
-	/* not in the trail: frozen, for audit-replay (an intent already
-	 * frozen under this id is kept, never replaced) */
-	doc = nyx_json_dump(jv_copy(rec));
-	if (id == NULL || doc == NULL) {
+	for (i = 0; i < NYX_AUDIT_BATCH; i++)
+		res[i] = NYX_AUDIT_CONFLICT;
+	appended = append(l, state_dir, recs, NULL, res, &aerr) == 0;
+	for (i = 0; i < n; i++) {
+		jv rec;
+		const char *id;
+		char *doc;
+
+		if (appended && res[i] != NYX_AUDIT_CONFLICT)
+			continue;
+		/* not in the trail: frozen, for audit-replay (an intent
+		 * already frozen under this id is kept, never replaced) */
+		rec = jv_array_get(jv_copy(recs), i);
+		id = nyx_json_peek_str(rec, "audit_id");
+		doc = nyx_json_dump(jv_copy(rec));
+		if (id == NULL || doc == NULL ||
+		    nyx_ledger_intent_put(l, id, doc, handle, err) < 0) {
+			free(doc);
+			jv_free(rec);
+			if (id == NULL || doc == NULL)
+				nyx_err_set(err, NYX_EXIT_OSERR, "oom",
+				    "out of memory");
+			return -1;
+		}
 		free(doc);
-		return nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
+		if (appended) {
+			nyx_log(NYX_LOG_WARN,
+			    "audit %s conflicts with the record already in "
+			    "the trail; the intent is kept",
+			    id);
+			rc = 2;
+		} else if (rc == 0) {
+			*err = aerr;
+			rc = 1;
+		}
+		jv_free(rec);
 	}
-	rc = nyx_ledger_intent_put(l, id, doc, handle, err);
-	free(doc);
-	if (rc < 0)
-		return -1;
-	if (appended) {
-		nyx_log(NYX_LOG_WARN,
-		    "audit %s conflicts with the record already in the "
-		    "trail; the intent is kept",
-		    id);
-		return 2;
-	}
-	*err = aerr;
-	return 1;
+	return rc;
 }
 
 struct nyx_audit_outcome
@@ -428,28 +512,53 @@ nyx_audit_outcome_of(const struct nyx_exec_outcome *oc)
 	return ao;
 }
 
+/* Build, append (or freeze) and log the records of the phases. */
+static int
+note(struct nyx_ledger *l, const struct nyx_audit_subject *s,
+    const char *const *phases, int n, const char *approval_id,
+    const char *handle, const struct nyx_exec_outcome *oc)
+{
+	struct nyx_err err = NYX_ERR_ZERO;
+	struct nyx_audit_outcome ao;
+	jv recs = jv_array();
+	int64_t now = nyx_now_ms();
+	int i, rc;
+
+	if (oc != NULL)
+		ao = nyx_audit_outcome_of(oc);
+	for (i = 0; i < n && jv_is_valid(recs); i++) {
+		jv rec = nyx_audit_record(
+		    s, phases[i], approval_id, oc ? &ao : NULL, now);
+
+		recs = jv_is_valid(rec) ? jv_array_append(recs, rec)
+		                        : (jv_free(recs), rec);
+	}
+	rc = jv_is_valid(recs)
+	    ? nyx_audit_emit(l, nyx_ledger_dir(l), recs, handle, &err)
+	    : -1;
+	if (rc != 0)
+		nyx_log(NYX_LOG_WARN,
+		    "the %s%s%s audit record%s frozen for audit-replay%s%s",
+		    phases[0], n > 1 ? " and " : "", n > 1 ? phases[n - 1] : "",
+		    n > 1 ? "s are" : " is", err.message[0] ? ": " : "",
+		    err.message);
+	jv_free(recs);
+	return rc;
+}
+
 int
 nyx_audit_note(struct nyx_ledger *l, const struct nyx_audit_subject *s,
     const char *phase, const char *approval_id, const char *handle,
     const struct nyx_exec_outcome *oc)
 {
-	struct nyx_err err = NYX_ERR_ZERO;
-	struct nyx_audit_outcome ao;
-	jv rec;
-	int rc;
+	return note(l, s, &phase, 1, approval_id, handle, oc);
+}
 
-	if (oc != NULL)
-		ao = nyx_audit_outcome_of(oc);
-	rec = nyx_audit_record(
-	    s, phase, approval_id, oc ? &ao : NULL, nyx_now_ms());
-	rc = jv_is_valid(rec)
-	    ? nyx_audit_emit(l, nyx_ledger_dir(l), rec, handle, &err)
-	    : -1;
+int
+nyx_audit_note_started(
+    struct nyx_ledger *l, const struct nyx_audit_subject *s, const char *handle)
+{
+	static const char *const phases[] = {"admission", "running"};
 
-	if (rc != 0)
-		nyx_log(NYX_LOG_WARN,
-		    "the %s audit record is frozen for audit-replay%s%s", phase,
-		    err.message[0] ? ": " : "", err.message);
-	jv_free(rec);
-	return rc;
+	return note(l, s, phases, 2, NULL, handle, NULL);
 }

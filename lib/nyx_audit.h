@@ -35,6 +35,8 @@
 #include "nyx_outcome.h"
 
 #define NYX_AUDIT_ID_MAX 128
+/* The records one append may write together. */
+#define NYX_AUDIT_BATCH 8
 
 enum nyx_audit_result {
 	NYX_AUDIT_APPENDED,
@@ -92,13 +94,14 @@ int nyx_audit_append(struct nyx_ledger *l, const char *state_dir, jv rec,
     enum nyx_audit_result *res, struct nyx_err *err);
 
 /*
- * Append the record; when that fails, freeze it as an intent (handle: its
- * operation, or NULL).  Returns 0 when it is in the trail (appended or
- * duplicate), 1 when it is frozen (err says why the append failed), 2 on
- * a conflict (frozen too, a warning logged), -1 when not even the intent
- * could be recorded.
+ * Append the records of the array recs (borrowed; 1 to NYX_AUDIT_BATCH)
+ * in one write and one fsync; those that could not be appended are
+ * frozen as intents (handle: their operation, or NULL).  Returns 0 when
+ * all are in the trail (appended or duplicate), 2 when one conflicts
+ * (frozen too, a warning logged), else 1 when the append failed (all
+ * frozen; err says why), -1 when not even an intent could be recorded.
  */
-int nyx_audit_emit(struct nyx_ledger *l, const char *state_dir, jv rec,
+int nyx_audit_emit(struct nyx_ledger *l, const char *state_dir, jv recs,
     const char *handle, struct nyx_err *err);
 
 /*
@@ -109,6 +112,13 @@ int nyx_audit_emit(struct nyx_ledger *l, const char *state_dir, jv rec,
 int nyx_audit_note(struct nyx_ledger *l, const struct nyx_audit_subject *s,
     const char *phase, const char *approval_id, const char *handle,
     const struct nyx_exec_outcome *oc);
+
+/*
+ * The admission and running records of an execution that starts at once
+ * (local, sync), in one append: one fsync for both.  As nyx_audit_note().
+ */
+int nyx_audit_note_started(struct nyx_ledger *l,
+    const struct nyx_audit_subject *s, const char *handle);
 
 /*
  * Replay one frozen intent: as nyx_audit_emit's result (0, 1, 2, -1);

@@ -23,6 +23,11 @@ load helpers/common
 	refute_output --partial "not ok"
 }
 
+@test "audit trail unit tests: batched appends against a real ledger and file" {
+	NYX_TEST_TMP=$BATS_TEST_TMPDIR run -0 "$NYX_TESTBIN/test_audit"
+	refute_output --partial "not ok"
+}
+
 @test "ledger unit tests against a real SQLite file" {
 	NYX_TEST_TMP=$BATS_TEST_TMPDIR run -0 "$NYX_TESTBIN/test_ledger"
 	refute_output --partial "not ok"
