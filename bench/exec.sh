@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # (a) local sandbox overhead: code-exec --backend local -e 'pass' against
-#     bare /usr/bin/python3 -c pass, and a bubblewrap floor (the same
-#     mounts, no code-exec);
+#     bare /usr/bin/python3 -c pass and a bubblewrap floor (the same
+#     mounts, no code-exec), with where the difference goes: bwrap with
+#     code-exec's hardening flags, the run with its state on tmpfs (no
+#     disk syncs), and code-exec's start-up;
 # (b) sync round trip through nyx-sandboxd: code-exec --sync with the
 #     admission piped in (one request) against curl posting the same
 #     request.  One run; prints times and ratios.  See bench/README.md.
@@ -17,21 +19,50 @@ runs=${RUNS:-31}
 
 m() { python3 "$here/measure.py" "$runs" "$@" | cut -d' ' -f1; }
 
-# (a)
-py=$(m /usr/bin/python3 -c pass)
-ce=$(m "$bin/code-exec" -q --backend local -l python -e pass)
-mkdir -p "$tmp/code" "$tmp/work"
+# (a) in one interleaved run (bench/interleave.py): every round runs each
+# command once, so the machine's drift touches them all alike.
+mkdir -p "$tmp/code" "$tmp/work" "$tmp/state-disk"
 echo pass >"$tmp/code/main.py"
 chmod -R a+rX "$tmp"
-bw=$(m bwrap --unshare-all --die-with-parent --ro-bind /usr /usr \
-	--symlink usr/lib /lib --symlink usr/lib64 /lib64 --symlink usr/bin /bin \
-	--proc /proc --dev /dev --tmpfs /tmp --ro-bind "$tmp/code" /code \
-	--bind "$tmp/work" /sandbox --chdir /sandbox /usr/bin/python3 -I /code/main.py)
-echo "(a) local sandbox, median of $runs"
-awk -v p="$py" -v c="$ce" -v b="$bw" 'BEGIN {
-	printf "  python3 -c pass            %8.2f ms\n", p
-	printf "  bwrap + python3 (floor)    %8.2f ms\n", b
-	printf "  code-exec --backend local  %8.2f ms   overhead %+.2f ms (%.2fx); over the bwrap floor %+.2f ms\n", c, c - p, c / p, c - b }'
+chmod 700 "$tmp/state-disk"
+shm=$(mktemp -d /dev/shm/nyx-bench.XXXXXX)
+trap 'if [ -n "$pid" ]; then kill "$pid" 2>/dev/null; fi; rm -rf "$tmp" "$shm"' EXIT
+floor="bwrap --unshare-all --die-with-parent --ro-bind /usr /usr
+	--symlink usr/lib /lib --symlink usr/lib64 /lib64 --symlink usr/bin /bin
+	--proc /proc --dev /dev --tmpfs /tmp --ro-bind $tmp/code /code
+	--bind $tmp/work /sandbox --chdir /sandbox /usr/bin/python3 -I /code/main.py"
+# the flags code-exec passes (lib/nyx_sandbox.c), without its seccomp
+# filter and task cap, as the invoking user
+hardened="bwrap --unshare-all --unshare-user --disable-userns --die-with-parent
+	--new-session --cap-drop ALL --hostname sandbox --ro-bind /usr /usr
+	--symlink usr/bin /bin --symlink usr/sbin /sbin --symlink usr/lib /lib
+	--symlink usr/lib64 /lib64 --ro-bind-try /etc/ld.so.cache /etc/ld.so.cache
+	--ro-bind-try /etc/alternatives /etc/alternatives
+	--ro-bind-try /etc/localtime /etc/localtime --proc /proc --dev /dev
+	--size 67108864 --tmpfs /tmp --size 67108864 --tmpfs /sandbox
+	--ro-bind $tmp/code/main.py /code/main.py --chdir /sandbox
+	/usr/bin/python3 -I /code/main.py"
+cat >"$tmp/local-disk.sh" <<LOCAL
+#!/bin/sh
+NYX_STATE_DIR=$tmp/state-disk exec "$bin/code-exec" -q --backend local -l python -e pass
+LOCAL
+cat >"$tmp/local-shm.sh" <<LOCAL
+#!/bin/sh
+NYX_STATE_DIR=$shm exec "$bin/code-exec" -q --backend local -l python -e pass
+LOCAL
+chmod +x "$tmp/local-disk.sh" "$tmp/local-shm.sh"
+python3 "$here/interleave.py" "$runs" "py=/usr/bin/python3 -c pass" \
+	"floor=$floor" "hardened=$hardened" "local=$tmp/local-disk.sh" \
+	"shm=$tmp/local-shm.sh" "version=$bin/code-exec --version" \
+	"true=/bin/true" >"$tmp/a"
+echo "(a) local sandbox, median of $runs, interleaved"
+awk '{ m[$1] = $2 } END {
+	printf "  python3 -c pass                 %8.2f ms\n", m["py"]
+	printf "  bwrap + python3 (floor)         %8.2f ms\n", m["floor"]
+	printf "  bwrap with code-exec'"'"'s flags     %8.2f ms   the hardening: %+.2f ms\n", m["hardened"], m["hardened"] - m["floor"]
+	printf "  code-exec --backend local       %8.2f ms   over the floor %+.2f ms; its own part %+.2f ms\n", m["local"], m["local"] - m["floor"], m["local"] - m["hardened"]
+	printf "    the same, state on tmpfs      %8.2f ms   the audit trail'"'"'s syncs: %+.2f ms\n", m["shm"], m["local"] - m["shm"]
+	printf "    code-exec --version           %8.2f ms   start-up over /bin/true: %+.2f ms\n", m["version"], m["version"] - m["true"] }' "$tmp/a"
 
 # (b)
 # shellcheck source=/dev/null
