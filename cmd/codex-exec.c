@@ -166,6 +166,17 @@ audit(struct nyx_ledger *l, const struct nyx_codex_call *c, const char *owner,
 	    l, &sub, phase, approval_id, NULL, oc ? &oc->base : NULL);
 }
 
+/* Admission and running together, in one append: the call starts now. */
+static void
+audit_started(
+    struct nyx_ledger *l, const struct nyx_codex_call *c, const char *owner)
+{
+	struct nyx_audit_subject sub = {
+	    "codex_exec", "cli", owner, c->request_id, c->call_id};
+
+	nyx_audit_note_started(l, &sub, NULL);
+}
+
 /* The terminal audit, the error line, the record: the tool's exit code. */
 static int
 report(struct nyx_ledger *l, const struct nyx_codex_call *c, const char *owner,
@@ -216,8 +227,7 @@ run_managed(const struct opts *o, const struct nyx_common *cm,
 		nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
 		goto out;
 	}
-	audit(l, c, owner, "admission", NULL, NULL);
-	audit(l, c, owner, "running", NULL, NULL);
+	audit_started(l, c, owner);
 	nyx_codex_send_managed(http, url, s->exec_token, o->bearer, c, &oc);
 	if (o->wait_approval && oc.base.approval_request_id[0] &&
 	    nyx_codex_wait_gate(http, s->base_url, s->exec_token,
