@@ -236,6 +236,19 @@ time.sleep(20)' 3>&- &
 	kill "$busy"
 }
 
+# The cap is set on the sandbox's first process while it waits, before the
+# program: a cap that cannot be set stops the run there.
+@test "limits: a task cap that cannot be set stops the run before the program starts (71)" {
+	cc -shared -fPIC -O1 -o "$BATS_TEST_TMPDIR/noprlimit.so" "$FIX/isolation/noprlimit.c"
+	LD_PRELOAD=$BATS_TEST_TMPDIR/noprlimit.so NYX_STATE_DIR=$BATS_TEST_TMPDIR/state \
+		run -71 --separate-stderr code-exec --backend local -l bash -e 'echo ran; sleep 31.7'
+	jq_ok '.type=="error" and .code=="LOCAL_ISOLATION_UNAVAILABLE" and .exit==71'
+	[[ $stderr == *"cannot set the sandbox's task limit (Operation not permitted)"* ]]
+	[[ $output != *ran* ]]
+	# the program never started
+	! pgrep -f 'sleep 31.7' >/dev/null
+}
+
 @test "limits: several children cannot together exceed the sandbox's memory" {
 	prog='
 import os
