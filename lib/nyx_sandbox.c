@@ -336,9 +336,16 @@ cap_tasks(int info_r, pid_t *first)
 static _Noreturn void
 wait_bwrap(pid_t bw, int info_r, int blk_w)
 {
+	struct sigaction ign;
 	int status = 0, e;
 	pid_t first = 0;
 
+	/* a bwrap that died after naming the sandbox closes the block
+	 * pipe: the byte fails with EPIPE, and its exit is still what this
+	 * waiter reports */
+	memset(&ign, 0, sizeof(ign));
+	ign.sa_handler = SIG_IGN;
+	sigaction(SIGPIPE, &ign, NULL);
 	/* the parent's pipes end with bwrap's ends, not this copy's */
 	close(0);
 	close(1);
