@@ -601,11 +601,18 @@ supervise(pid_t pid, int out_r, int err_r, int status_r, int timeout_secs,
 		*cap_errno = atoi(cap + strlen("\"nyx-cap-errno\": "));
 	*started = *cap_errno == 0 && status.data != NULL &&
 	    strstr(status.data, "\"child-pid\"") != NULL;
-	nyx_buf_free(&status);
-	if (WIFEXITED(wstatus))
+	/* the program's end, as bwrap saw it ({"exit-code": N}, 128 + the
+	 * signal); without it (bwrap killed, or it failed), the waiter's,
+	 * which ends as bwrap ended */
+	if (status.data != NULL &&
+	    (cap = strstr(status.data, "\"exit-code\": ")) != NULL) {
+		res->exit_code = atoi(cap + strlen("\"exit-code\": "));
+	} else if (WIFEXITED(wstatus)) {
 		res->exit_code = WEXITSTATUS(wstatus);
-	else if (WIFSIGNALED(wstatus))
+	} else if (WIFSIGNALED(wstatus)) {
 		res->exit_code = 128 + WTERMSIG(wstatus);
+	}
+	nyx_buf_free(&status);
 	return 0;
 }
 
