@@ -176,11 +176,12 @@ asan:
 	    LDFLAGS='-fsanitize=address,undefined $(LDFLAGS)' check
 
 # Every test again with each tool run under valgrind (wrapper scripts);
-# a forked child that never execs (the sandbox's waiter) is not reported.
+# a forked child that never execs (the sandbox's waiter) is not reported,
+# and no vgdb FIFOs are made (a kill -9 would leave them in TMPDIR).
 valgrind-check: all
 	@mkdir -p $(O)/valgrind-bin
 	@for p in $(PROGS); do \
-	    printf '#!/bin/sh\nexec valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite --child-silent-after-fork=yes %s "$$@"\n' \
+	    printf '#!/bin/sh\nexec valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite --child-silent-after-fork=yes --vgdb=no %s "$$@"\n' \
 	        "$(abspath $(O)/bin)/$$p" > $(O)/valgrind-bin/$$p; \
 	    chmod +x $(O)/valgrind-bin/$$p; done
 	NYX_BIN=$(abspath $(O)/valgrind-bin) NYX_TESTBIN=$(abspath $(O)/tests) \

@@ -25,6 +25,9 @@ sync_run() {
 
 now_ms() { date +%s%3N; }
 
+# slow NORMAL VALGRIND: a bound or a wait, widened under make valgrind-check
+slow() { if [ -n "${NYX_UNDER_VALGRIND:-}" ]; then echo "$2"; else echo "$1"; fi; }
+
 # ---- local sandbox ----
 
 @test "local: an Agent Key is the program's NYXID_API_KEY, as in production (WIRE 6)" {
@@ -113,7 +116,8 @@ now_ms() { date +%s%3N; }
 	t0=$(now_ms)
 	run -1 --separate-stderr local_run -l python --timeout-secs 2 -e 'while True: pass'
 	t1=$(now_ms)
-	[ $((t1 - t0)) -lt 4000 ]
+	# (valgrind itself adds seconds of start-up)
+	[ $((t1 - t0)) -lt "$(slow 4000 15000)" ]
 	[ $((t1 - t0)) -ge 1900 ]
 	# a definitive failure: it ran and hit its limit (PRODUCT 3, rev 2)
 	jq_ok '.success==false and .error.code=="SANDBOX_TIMEOUT" and .error.kind=="timed_out" and .exit==1'
@@ -572,21 +576,22 @@ EOF2
 	local out=$BATS_TEST_TMPDIR/int.out canary=INT-CANARY-$RANDOM$RANDOM
 	code-exec --backend local -l bash -e "sleep 30; echo $canary" >"$out" 2>/dev/null 3>&- &
 	pid=$!
-	sleep 1
+	# once it runs (and catches the signal)
+	sleep "$(slow 1 6)"
 	t0=$(now_ms)
 	kill -INT "$pid"
 	wait "$pid" && rc=0 || rc=$?
 	[ "$rc" = 1 ]
-	[ $(($(now_ms) - t0)) -lt 3000 ]
+	[ $(($(now_ms) - t0)) -lt "$(slow 3000 10000)" ]
 	tail -n 1 "$out" | jq -e '.error.code=="code_execution_cancelled" and .error.kind=="cancelled"'
 	not pgrep -f "$canary"
 	# sync: the request has left, the program may go on
 	admission >"$BATS_TEST_TMPDIR/adm"
-	code-exec --sync --base-url "$NYX_TEST_BASE" --token-file "$ALICE_TOK" -l bash -e 'sleep 5' \
+	code-exec --sync --base-url "$NYX_TEST_BASE" --token-file "$ALICE_TOK" -l bash -e "sleep $(slow 5 15)" \
 		<"$BATS_TEST_TMPDIR/adm" >"$out" 2>/dev/null 3>&- &
 	pid=$!
 	# the program sleeps 5 s: at 1.5 s the call is in flight
-	sleep 1.5
+	sleep "$(slow 1.5 8)"
 	kill -INT "$pid"
 	wait "$pid" && rc=0 || rc=$?
 	[ "$rc" = 4 ]

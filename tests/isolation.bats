@@ -150,7 +150,10 @@ out() {
 	local body
 	case $1 in
 	local)
-		code-exec --backend local -l "$2" --timeout-secs "${4:-10}" -e "$3" 3>&- |
+		# the tool's stderr apart: under make valgrind-check it also
+		# carries valgrind's own warnings
+		code-exec --backend local -l "$2" --timeout-secs "${4:-10}" -e "$3" \
+			2>>"$BATS_TEST_TMPDIR/out.stderr" 3>&- |
 			tail -n 1 | jq -c .output
 		;;
 	sandboxd)
