@@ -331,15 +331,14 @@ append(struct nyx_ledger *l, const char *state_dir, jv recs, const char *intent,
 		}
 		res[i] = NYX_AUDIT_APPENDED;
 		line = nyx_json_dump(rec); /* consumes rec */
-		if (line == NULL ||
-		    nyx_buf_add(&lines, line, strlen(line)) < 0 ||
+		len[i] = line != NULL ? strlen(line) + 1 : 0;
+		if (line == NULL || nyx_buf_add(&lines, line, len[i] - 1) < 0 ||
 		    nyx_buf_add(&lines, "\n", 1) < 0) {
 			free(line);
 			rc = nyx_err_set(
 			    err, NYX_EXIT_OSERR, "oom", "out of memory");
 			goto out;
 		}
-		len[i] = strlen(line) + 1;
 		free(line);
 	}
 	while (off < lines.len) {
@@ -389,6 +388,16 @@ out:
 	return rc;
 }
 
+/* A record whose id the trail holds with another fact stays frozen. */
+static void
+warn_conflict(const char *id)
+{
+	nyx_log(NYX_LOG_WARN,
+	    "audit %s conflicts with the record already in the trail; the "
+	    "intent is kept",
+	    id);
+}
+
 /* One record (borrowed). */
 static int
 append_one(struct nyx_ledger *l, const char *state_dir, jv rec,
@@ -435,10 +444,7 @@ nyx_audit_replay_intent(struct nyx_ledger *l, const char *state_dir,
 	if (out != NULL)
 		*out = res;
 	if (res == NYX_AUDIT_CONFLICT) {
-		nyx_log(NYX_LOG_WARN,
-		    "audit %s conflicts with the record already in the "
-		    "trail; the intent is kept",
-		    id);
+		warn_conflict(id);
 		return 2;
 	}
 	if (res == NYX_AUDIT_APPENDED)
@@ -482,10 +488,7 @@ nyx_audit_emit(struct nyx_ledger *l, const char *state_dir, jv recs,
 		}
 		free(doc);
 		if (appended) {
-			nyx_log(NYX_LOG_WARN,
-			    "audit %s conflicts with the record already in "
-			    "the trail; the intent is kept",
-			    id);
+			warn_conflict(id);
 			rc = 2;
 		} else if (rc == 0) {
 			*err = aerr;
