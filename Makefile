@@ -198,7 +198,7 @@ lint:
 	    --inline-suppr --suppress=missingIncludeSystem -Ilib -Icmd $(CSRC)
 	shellcheck -s bash $(SHSRC)
 	mandoc -Tlint -Wwarning man/*
-	@if grep -nEw '($(BANNED))[[:space:]]*\(' $(CSRC) | grep -v 'lint-ok'; then \
+	@if grep -nE '(^|[^_.>[:alnum:]])($(BANNED))[[:space:]]*\(' $(CSRC) | grep -v 'lint-ok'; then \
 	    echo 'banned function used (see STYLE.md)'; exit 1; fi
 	@# lib/ is the domain: it never writes to stdout, never exits, never
 	@# includes the program layer (nyx_log is its one voice, on stderr)

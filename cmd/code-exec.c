@@ -263,6 +263,31 @@ catch_interrupts(void)
 	sigaction(SIGHUP, &sa, NULL);
 }
 
+/* What a local run does while its sandbox is set up. */
+struct local_start {
+	const struct nyx_settings *s;
+	struct job *j;
+	const char *owner;
+	bool tried; /* the ledger was opened, or failed to */
+};
+
+/*
+ * The ledger opens and the run's start is written while bwrap sets up
+ * the sandbox (nyx_sandbox_req.ready): the program starts only after the
+ * record is synced, and a ledger that cannot be used stops it first.
+ */
+static int
+local_ready(void *ctx, struct nyx_err *err)
+{
+	struct local_start *ls = ctx;
+
+	ls->tried = true;
+	if (nyx_ledger_open(ls->s->state_dir, &ls->j->l, err) < 0)
+		return -1;
+	audit_started(ls->j, ls->owner);
+	return 0;
+}
+
 static int
 run_local(const struct opts *o, const struct nyx_common *cm,
     struct nyx_settings *s, struct job *j, struct nyx_err *err)
@@ -271,6 +296,7 @@ run_local(const struct opts *o, const struct nyx_common *cm,
 	struct nyx_sandbox_result res;
 	struct nyx_exec_outcome oc;
 	struct nyx_cred cred;
+	struct local_start ls = {s, j, NULL, false};
 	char owner[64];
 	int64_t started = nyx_now_ms();
 	jv out;
@@ -283,7 +309,7 @@ run_local(const struct opts *o, const struct nyx_common *cm,
 	nyx_cred_classify(s->exec_token, &cred);
 
 	snprintf(owner, sizeof(owner), "local:%ld", (long)geteuid());
-	audit_started(j, owner);
+	ls.owner = owner;
 	memset(&rq, 0, sizeof(rq));
 	rq.language = j->language;
 	rq.source = j->source.data ? j->source.data : "";
@@ -296,7 +322,17 @@ run_local(const struct opts *o, const struct nyx_common *cm,
 	/* an interrupt kills the whole sandbox, at once */
 	catch_interrupts();
 	rq.cancel = (const volatile int *)&interrupts;
+	rq.ready = local_ready;
+	rq.ready_ctx = &ls;
 	if (nyx_sandbox_run(&rq, &res, err) < 0) {
+		struct nyx_err ignored = NYX_ERR_ZERO;
+
+		/* a sandbox that failed before its set-up still leaves its
+		 * run in the trail; a ledger that failed, nothing */
+		if (!ls.tried && local_ready(&ls, &ignored) < 0)
+			return -1;
+		if (j->l == NULL)
+			return -1;
 		nyx_exec_outcome_init(&oc);
 		oc.code = err->code;
 		oc.kind = "transport_unavailable";
@@ -650,8 +686,6 @@ run(const struct opts *o, const struct nyx_common *cm, const char *operand,
 		goto out;
 	}
 	j.call_id = o->call_id ? o->call_id : "code_execute";
-	if (nyx_ledger_open(s.state_dir, &j.l, err) < 0)
-		goto out;
 	backend = o->backend ? o->backend : s.backend;
 	if (backend == NULL) {
 		backend = s.base_url ? "nyxid" : "local";
@@ -660,9 +694,10 @@ run(const struct opts *o, const struct nyx_common *cm, const char *operand,
 			             "running on the local sandbox "
 			             "(--backend local)");
 	}
+	/* a local run opens its ledger while its sandbox is set up */
 	if (strcmp(backend, "local") == 0)
 		code = run_local(o, cm, &s, &j, err);
-	else
+	else if (nyx_ledger_open(s.state_dir, &j.l, err) == 0)
 		code = run_nyxid(o, cm, &s, &j, err);
 out:
 	nyx_ledger_close(j.l);

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <grp.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -14,6 +15,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -254,6 +256,7 @@ struct child_plan {
 	const char **argv;
 	char **envp;
 	int out_w, err_w, status_w, src, seccomp, cgroup_procs;
+	int gate; /* the caller's go-ahead (nyx_sandbox_req.ready), or -1 */
 	bool drop;
 	rlim_t cpu;
 	pid_t parent;
@@ -334,7 +337,7 @@ cap_tasks(int info_r, pid_t *first)
  * program, and says so on the status descriptor: {"nyx-cap-errno": E}.
  */
 static _Noreturn void
-wait_bwrap(pid_t bw, int info_r, int blk_w)
+wait_bwrap(pid_t bw, int info_r, int blk_w, int gate)
 {
 	struct sigaction ign;
 	int status = 0, e;
@@ -353,9 +356,18 @@ wait_bwrap(pid_t bw, int info_r, int blk_w)
 	close(4);
 	close(5);
 	if (cap_tasks(info_r, &first) == 0) {
-		(void)!write(blk_w, "g", 1);
-		close(blk_w);
-		blk_w = -1;
+		char go = 'g';
+
+		/* the caller's go-ahead, when it asked to give one: without
+		 * it the sandbox is killed, still blocked before the program */
+		if (gate >= 0 && (read(gate, &go, 1) != 1 || go != 'g')) {
+			kill(first, SIGKILL);
+			kill(bw, SIGKILL);
+		} else {
+			(void)!write(blk_w, "g", 1);
+			close(blk_w);
+			blk_w = -1;
+		}
 	} else if ((e = errno) != ENOENT) {
 		char msg[48] = "{\"nyx-cap-errno\": ", *q = msg + strlen(msg);
 		char digits[12];
@@ -376,6 +388,8 @@ wait_bwrap(pid_t bw, int info_r, int blk_w)
 	}
 	close(3);
 	close(info_r);
+	if (gate >= 0)
+		close(gate);
 	while (waitpid(bw, &status, 0) < 0)
 		if (errno != EINTR)
 			_exit(125);
@@ -399,7 +413,11 @@ exec_child(const struct child_plan *p)
 	struct rlimit rl;
 	struct sigaction dfl;
 	sigset_t none;
-	int devnull, sig, info[2], blk[2];
+	int devnull = -1, sig, info[2], blk[2], i;
+	int out_w = p->out_w, err_w = p->err_w, status_w = p->status_w;
+	int src = p->src, seccomp = p->seccomp, gate = p->gate;
+	int *const fds[] = {
+	    &devnull, &out_w, &err_w, &status_w, &src, &seccomp, &gate};
 	pid_t self, bw;
 
 	setpgid(0, 0);
@@ -413,12 +431,19 @@ exec_child(const struct child_plan *p)
 		sigaction(sig, &dfl, NULL);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
+	/* each descriptor to place is first moved clear of 0-9: one that
+	 * happens to be 4 must not be closed by the dup2 onto 4 of another */
 	devnull = open("/dev/null", O_RDONLY);
-	if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(p->out_w, 1) < 0 ||
-	    dup2(p->err_w, 2) < 0 || dup2(p->status_w, 3) < 0 ||
-	    dup2(p->src, 4) < 0 || dup2(p->seccomp, 5) < 0)
+	for (i = 0; i < 7; i++)
+		if (*fds[i] >= 0 &&
+		    (*fds[i] = fcntl(*fds[i], F_DUPFD_CLOEXEC, 10)) < 0)
+			_exit(125);
+	if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out_w, 1) < 0 ||
+	    dup2(err_w, 2) < 0 || dup2(status_w, 3) < 0 || dup2(src, 4) < 0 ||
+	    dup2(seccomp, 5) < 0 || (gate >= 0 && dup2(gate, 6) < 0))
 		_exit(125);
-	closefrom(6);
+	gate = gate >= 0 ? 6 : -1;
+	closefrom(gate >= 0 ? 7 : 6);
 	rl.rlim_cur = rl.rlim_max = 4ul << 30;
 	setrlimit(RLIMIT_AS, &rl);
 	rl.rlim_cur = p->cpu;
@@ -460,7 +485,7 @@ exec_child(const struct child_plan *p)
 	if (bw > 0) {
 		close(info[1]);
 		close(blk[0]);
-		wait_bwrap(bw, info[0], blk[1]);
+		wait_bwrap(bw, info[0], blk[1], gate);
 	}
 	/* bwrap: it dies with this waiter, and waits on --block-fd 6 for
 	 * the cap before it starts the program; --info-fd 7 names it */
@@ -515,12 +540,29 @@ pid_fd(pid_t pid)
 #endif
 }
 
+/* The number after key in the status lines, when there is one. */
+static bool
+status_number(const struct nyx_buf *status, const char *key, int *out)
+{
+	const char *k;
+	char *end;
+	long v;
+
+	if (status->data == NULL || (k = strstr(status->data, key)) == NULL)
+		return false;
+	errno = 0;
+	v = strtol(k + strlen(key), &end, 10);
+	if (errno != 0 || end == k + strlen(key) || v < INT_MIN || v > INT_MAX)
+		return false;
+	*out = (int)v;
+	return true;
+}
+
 static int
 supervise(pid_t pid, int out_r, int err_r, int status_r, int timeout_secs,
     const volatile int *cancel, struct nyx_sandbox_result *res, bool *started,
     int *cap_errno)
 {
-	const char *cap;
 	struct pollfd pf[4];
 	struct nyx_buf status = NYX_BUF_ZERO;
 	int64_t t0 = nyx_mono_ms(), deadline = t0 + timeout_secs * 1000LL;
@@ -596,17 +638,14 @@ supervise(pid_t pid, int out_r, int err_r, int status_r, int timeout_secs,
 	res->elapsed_ms = (long)(nyx_mono_ms() - t0);
 	/* bwrap reports {"child-pid": N} once the sandbox is set up; the
 	 * waiter, a task cap it could not set (the program never ran) */
-	if (status.data != NULL &&
-	    (cap = strstr(status.data, "\"nyx-cap-errno\": ")) != NULL)
-		*cap_errno = atoi(cap + strlen("\"nyx-cap-errno\": "));
+	(void)status_number(&status, "\"nyx-cap-errno\": ", cap_errno);
 	*started = *cap_errno == 0 && status.data != NULL &&
 	    strstr(status.data, "\"child-pid\"") != NULL;
 	/* the program's end, as bwrap saw it ({"exit-code": N}, 128 + the
 	 * signal); without it (bwrap killed, or it failed), the waiter's,
 	 * which ends as bwrap ended */
-	if (status.data != NULL &&
-	    (cap = strstr(status.data, "\"exit-code\": ")) != NULL) {
-		res->exit_code = atoi(cap + strlen("\"exit-code\": "));
+	if (status_number(&status, "\"exit-code\": ", &res->exit_code)) {
+		/* taken */
 	} else if (WIFEXITED(wstatus)) {
 		res->exit_code = WEXITSTATUS(wstatus);
 	} else if (WIFSIGNALED(wstatus)) {
@@ -626,7 +665,7 @@ nyx_sandbox_run(const struct nyx_sandbox_req *rq,
 	char keyv[512] = "", urlv[1200] = "";
 	const char *file = NULL;
 	int out[2] = {-1, -1}, errp[2] = {-1, -1}, st[2] = {-1, -1}, src = -1;
-	int seccomp = -1;
+	int seccomp = -1, gate[2] = {-1, -1}, ready = 0;
 	struct nyx_cgroup cg = {.procs_fd = -1};
 	size_t argc = 0, envc = 0, i;
 	struct child_plan plan;
@@ -731,8 +770,11 @@ nyx_sandbox_run(const struct nyx_sandbox_req *rq,
 	if (nyx_cgroup_open(&cg, err) < 0)
 		goto out;
 	res->limits = cg.on ? "cgroup" : "rlimit";
+	/* the go-ahead is a socket: a waiter that died cannot SIGPIPE us */
 	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 ||
-	    pipe2(st, O_CLOEXEC) < 0) {
+	    pipe2(st, O_CLOEXEC) < 0 ||
+	    (rq->ready != NULL &&
+	        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, gate) < 0)) {
 		nyx_err_set(err, NYX_EXIT_OSERR, "sandbox_failed", "pipe: %s",
 		    strerror(errno));
 		goto out;
@@ -748,6 +790,7 @@ nyx_sandbox_run(const struct nyx_sandbox_req *rq,
 	plan.drop = drop;
 	plan.seccomp = seccomp;
 	plan.cgroup_procs = cg.procs_fd;
+	plan.gate = gate[0];
 	plan.parent = getpid();
 	plan.cpu = (rlim_t)rq->timeout_secs + 1;
 	pid = fork();
@@ -763,8 +806,24 @@ nyx_sandbox_run(const struct nyx_sandbox_req *rq,
 	close(errp[1]);
 	close(st[1]);
 	out[1] = errp[1] = st[1] = -1;
+	if (rq->ready != NULL) {
+		/* bwrap sets the sandbox up meanwhile, on its own */
+		close(gate[0]);
+		gate[0] = -1;
+		ready = rq->ready(rq->ready_ctx, err);
+		/* a waiter gone already (bwrap failed) says why below */
+		if (ready == 0)
+			(void)!send(gate[1], "g", 1, MSG_NOSIGNAL);
+		close(gate[1]);
+		gate[1] = -1;
+	}
 	supervise(pid, out[0], errp[0], st[0], rq->timeout_secs, rq->cancel,
 	    res, &started, &cap_errno);
+	if (ready < 0) {
+		/* stopped before the program: the caller's error stands */
+		nyx_sandbox_result_free(res);
+		goto out;
+	}
 	if (cap_errno != 0) {
 		nyx_err_set(err, NYX_EXIT_OSERR, "LOCAL_ISOLATION_UNAVAILABLE",
 		    "cannot set the sandbox's task limit (%s); refusing to run "
@@ -789,6 +848,8 @@ nyx_sandbox_run(const struct nyx_sandbox_req *rq,
 	rc = 0;
 out:
 	for (i = 0; i < 2; i++) {
+		if (gate[i] >= 0)
+			close(gate[i]);
 		if (out[i] >= 0)
 			close(out[i]);
 		if (errp[i] >= 0)

@@ -40,6 +40,15 @@ struct nyx_sandbox_req {
 	const char *nyxid_base_url; /* NULL: not injected */
 	/* when set and it becomes non-zero, the run is killed (cancelled) */
 	const volatile int *cancel;
+	/*
+	 * When set, called in the caller's process once the sandbox is on
+	 * its way up, while bwrap sets up its namespaces: the program starts
+	 * only after it returns 0, so whatever it makes durable is so before
+	 * the program runs.  -1 (with err) stops the sandbox before the
+	 * program, and nyx_sandbox_run() fails with that error.
+	 */
+	int (*ready)(void *ctx, struct nyx_err *err);
+	void *ready_ctx;
 };
 
 struct nyx_sandbox_result {

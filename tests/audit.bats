@@ -203,6 +203,21 @@ snapshot() { # snapshot OP STATUS: a valid snapshot body as YAML flow
 	[ "$(grep -c 'ledger\.db' "$BATS_TEST_TMPDIR/syncs")" = 0 ]
 }
 
+# The sandbox may be set up while the admission is written, but the
+# program starts only once that record is synced: whatever it does, the
+# trail already says it ran.
+@test "a local run's admission is synced before the program starts" {
+	ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 \
+		strace -f -o "$BATS_TEST_TMPDIR/order" -y -e trace=fsync,execve \
+		"$NYX_BIN/code-exec" --backend local --request-id "$(rid a)" -l bash -e 'echo 1' >"$BATS_TEST_TMPDIR/out"
+	jq -e '.success==true and .output.stdout=="1\n"' "$BATS_TEST_TMPDIR/out"
+	cat "$BATS_TEST_TMPDIR/order" >&2
+	first_sync=$(grep -n "fsync([0-9]*<$AUDIT>" "$BATS_TEST_TMPDIR/order" | head -1 | cut -d: -f1)
+	program=$(grep -n 'execve("/usr/bin/bash"' "$BATS_TEST_TMPDIR/order" | head -1 | cut -d: -f1)
+	[ -n "$first_sync" ] && [ -n "$program" ]
+	[ "$first_sync" -lt "$program" ]
+}
+
 # The first opener of the ledger reads every frame of the WAL back (it
 # is kept across runs): a WAL of SQLite's default 1000 pages costs a run
 # 4 ms.  25 local runs write about 350 pages.

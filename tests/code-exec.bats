@@ -199,6 +199,24 @@ open('work.txt', 'w').write('ok'); print('work: writable')
 	[[ $output != *ran* ]]
 }
 
+
+# The ledger opens while the sandbox is being set up: a ledger that
+# cannot be used stops the run before its program, as it did when it
+# opened first.
+@test "local: a ledger that cannot be opened is 73 and the program never starts" {
+	export NYX_STATE_DIR=$BATS_TEST_TMPDIR/state
+	mkdir -m 700 "$NYX_STATE_DIR"
+	printf 'precious\n' >"$BATS_TEST_TMPDIR/victim"
+	ln -s "$BATS_TEST_TMPDIR/victim" "$NYX_STATE_DIR/ledger.db"
+	ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 \
+		run -73 --separate-stderr strace -f -qq -o "$BATS_TEST_TMPDIR/trace" -e trace=execve \
+		"$NYX_BIN/code-exec" --backend local -l bash -e 'echo ran'
+	jq_ok '.code=="ledger_failed" and .exit==73'
+	[[ $output != *ran* ]]
+	! grep 'execve("/usr/bin/bash"' "$BATS_TEST_TMPDIR/trace"
+	[ "$(cat "$BATS_TEST_TMPDIR/victim")" = precious ]
+	[ ! -e "$NYX_STATE_DIR/audit.jsonl" ] || [ ! -s "$NYX_STATE_DIR/audit.jsonl" ]
+}
 @test "usage is checked before anything runs (64), inputs 65/66" {
 	for t in 0 601 abc 1.5 ""; do
 		run -64 --separate-stderr local_run -l python -e 'print(1)' --timeout-secs "$t"
