@@ -22,7 +22,7 @@ endif
 TOOLS := nyx-route-inspect nyx-route-converge code-exec exec-status audit-replay codex-exec
 DAEMONS := nyx-sandboxd
 PROGS := $(TOOLS) $(DAEMONS)
-PKGS := libcurl yaml-0.1 libcrypto sqlite3 libseccomp
+PKGS := libcurl yaml-0.1 nettle sqlite3 libseccomp
 SRV_PKGS := libmicrohttpd
 
 # Debian 12's libjq 1.6 ships no pkg-config file: fall back to -ljq.
@@ -34,8 +34,7 @@ $(error missing build dependencies ($(PKGS) $(SRV_PKGS)); run 'sudo make deps')
 endif
 endif
 
-NYX_CPPFLAGS := -Ilib -Icmd -D_GNU_SOURCE -DOPENSSL_API_COMPAT=30000 \
-	-DOPENSSL_NO_DEPRECATED
+NYX_CPPFLAGS := -Ilib -Icmd -D_GNU_SOURCE
 NYX_CFLAGS := -std=c11 -O2 -g -Wall -Wextra -Wshadow -Wformat=2 \
 	-Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter \
 	-fstack-protector-strong $(WERROR) \
@@ -213,7 +212,7 @@ demo: all
 
 # ---- dependencies (Debian 12) ----
 DEBS := build-essential pkg-config libcurl4-openssl-dev libjq-dev libonig-dev \
-	libyaml-dev libssl-dev libsqlite3-dev libmicrohttpd-dev libseccomp-dev \
+	libyaml-dev nettle-dev libsqlite3-dev libmicrohttpd-dev libseccomp-dev \
 	bubblewrap \
 	bats bats-assert bats-support jq curl python3 nodejs node-typescript sqlite3 \
 	mandoc cppcheck clang libclang-rt-14-dev \

@@ -1,16 +1,19 @@
 #include "nyx_hash.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <unistd.h>
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/rand.h>
+#include <nettle/base64.h>
+#include <nettle/memops.h>
+#include <nettle/sha2.h>
 
 struct nyx_digest {
-	EVP_MD_CTX *ctx;
+	struct sha256_ctx ctx;
 	int failed;
 };
 
@@ -30,12 +33,13 @@ to_hex(const unsigned char *md, size_t n, char *out)
 int
 nyx_sha256_hex(const void *p, size_t n, char out[NYX_SHA256_HEX])
 {
-	unsigned char md[32];
-	size_t mdlen = sizeof(md);
+	struct sha256_ctx c;
+	unsigned char md[SHA256_DIGEST_SIZE];
 
-	if (!EVP_Q_digest(NULL, "SHA256", NULL, p, n, md, &mdlen))
-		return -1;
-	to_hex(md, mdlen, out);
+	sha256_init(&c);
+	sha256_update(&c, n, p);
+	sha256_digest(&c, sizeof(md), md);
+	to_hex(md, sizeof(md), out);
 	return 0;
 }
 
@@ -46,12 +50,7 @@ nyx_digest_new(void)
 
 	if (d == NULL)
 		return NULL;
-	d->ctx = EVP_MD_CTX_new();
-	if (d->ctx == NULL || !EVP_DigestInit_ex(d->ctx, EVP_sha256(), NULL)) {
-		EVP_MD_CTX_free(d->ctx);
-		free(d);
-		return NULL;
-	}
+	sha256_init(&d->ctx);
 	return d;
 }
 
@@ -70,10 +69,9 @@ nyx_digest_add(struct nyx_digest *d, const char *s)
 	len[1] = (unsigned char)(((unsigned long)v >> 16) & 0xff);
 	len[2] = (unsigned char)(((unsigned long)v >> 8) & 0xff);
 	len[3] = (unsigned char)((unsigned long)v & 0xff);
-	if (!EVP_DigestUpdate(d->ctx, len, 4))
-		d->failed = 1;
-	if (n > 0 && !EVP_DigestUpdate(d->ctx, s, n))
-		d->failed = 1;
+	sha256_update(&d->ctx, sizeof(len), len);
+	if (n > 0)
+		sha256_update(&d->ctx, n, (const uint8_t *)s);
 }
 
 void
@@ -85,15 +83,14 @@ nyx_digest_add_bool(struct nyx_digest *d, int b)
 int
 nyx_digest_finish(struct nyx_digest *d, char out[NYX_SHA256_HEX])
 {
-	unsigned char md[32];
-	unsigned int mdlen = 0;
+	unsigned char md[SHA256_DIGEST_SIZE];
 	int rc = -1;
 
 	if (d == NULL)
 		return -1;
-	if (!d->failed && EVP_DigestFinal_ex(d->ctx, md, &mdlen) &&
-	    mdlen == 32) {
-		to_hex(md, mdlen, out);
+	if (!d->failed) {
+		sha256_digest(&d->ctx, sizeof(md), md);
+		to_hex(md, sizeof(md), out);
 		rc = 0;
 	}
 	nyx_digest_free(d);
@@ -105,8 +102,30 @@ nyx_digest_free(struct nyx_digest *d)
 {
 	if (d == NULL)
 		return;
-	EVP_MD_CTX_free(d->ctx);
+	nyx_secure_zero(d, sizeof(*d));
 	free(d);
+}
+
+/* A kernel without getrandom(2) (before 3.17): its device. */
+static int
+urandom(unsigned char *buf, size_t n)
+{
+	size_t got = 0;
+	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+
+	if (fd < 0)
+		return -1;
+	while (got < n) {
+		ssize_t r = read(fd, buf + got, n - got);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	close(fd);
+	return got == n ? 0 : -1;
 }
 
 int
@@ -117,21 +136,19 @@ nyx_random_hex(char *out, size_t nbytes)
 
 	if (nbytes > sizeof(buf))
 		return -1;
-	/*
-	 * The kernel CSPRNG directly: initialising OpenSSL's DRBG costs about
-	 * a millisecond at every start, and these ids need no more than this.
-	 */
+	/* the kernel CSPRNG: these ids need no more */
 	while (got < nbytes) {
 		ssize_t n = getrandom(buf + got, nbytes - got, 0);
 
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n <= 0) {
-			/* no getrandom(2): fall back to OpenSSL's DRBG */
-			if (RAND_bytes(buf, (int)nbytes) != 1)
+		if (n < 0 && errno == ENOSYS) {
+			if (urandom(buf, nbytes) < 0)
 				return -1;
 			break;
 		}
+		if (n <= 0)
+			return -1;
 		got += (size_t)n;
 	}
 	to_hex(buf, nbytes, out);
@@ -141,9 +158,9 @@ nyx_random_hex(char *out, size_t nbytes)
 char *
 nyx_b64url_decode(const char *in, size_t inlen, size_t *outlen)
 {
+	struct base64_decode_ctx dc;
 	char *std, *out = NULL;
-	size_t i, padded;
-	int n;
+	size_t i, padded, n;
 
 	if (inlen % 4 == 1 || inlen > 1u << 20)
 		return NULL;
@@ -166,20 +183,20 @@ nyx_b64url_decode(const char *in, size_t inlen, size_t *outlen)
 	for (; i < padded; i++)
 		std[i] = '=';
 	std[padded] = '\0';
-	out = malloc(padded / 4 * 3 + 1);
+	out = malloc(BASE64_DECODE_LENGTH(padded) + 1);
 	if (out == NULL)
 		goto out;
-	n = EVP_DecodeBlock(
-	    (unsigned char *)out, (unsigned char *)std, (int)padded);
-	if (n < 0) {
+	/* the alphabet is checked above: nettle would skip white space */
+	base64_decode_init(&dc);
+	n = BASE64_DECODE_LENGTH(padded);
+	if (!base64_decode_update(&dc, &n, (uint8_t *)out, padded, std) ||
+	    !base64_decode_final(&dc)) {
 		free(out);
 		out = NULL;
 		goto out;
 	}
-	/* EVP_DecodeBlock counts padding bytes as zero output bytes */
-	n -= (int)(padded - inlen);
 	out[n] = '\0';
-	*outlen = (size_t)n;
+	*outlen = n;
 out:
 	free(std);
 	return out;
@@ -195,7 +212,8 @@ nyx_b64_encode(const void *in, size_t n)
 	out = malloc((n + 2) / 3 * 4 + 1);
 	if (out == NULL)
 		return NULL;
-	EVP_EncodeBlock((unsigned char *)out, in, (int)n);
+	base64_encode_raw(out, n, in);
+	out[BASE64_ENCODE_RAW_LENGTH(n)] = '\0';
 	return out;
 }
 
@@ -203,7 +221,7 @@ void
 nyx_secure_zero(void *p, size_t n)
 {
 	if (p != NULL && n > 0)
-		OPENSSL_cleanse(p, n);
+		explicit_bzero(p, n);
 }
 
 bool
@@ -215,7 +233,7 @@ nyx_secure_equal(const char *a, const char *b)
 		return false;
 	la = strlen(a);
 	lb = strlen(b);
-	return la == lb && CRYPTO_memcmp(a, b, la) == 0;
+	return la == lb && memeql_sec(a, b, la);
 }
 
 void

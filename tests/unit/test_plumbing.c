@@ -175,6 +175,47 @@ test_hash(void)
 	CHECK(dec && n == 7 && strcmp(dec, "{\"a\":1}") == 0, "base64url");
 	free(dec);
 	CHECK(nyx_b64url_decode("e$", 2, &n) == NULL, "bad base64url");
+	/* RFC 4648 section 10, and the url alphabet's own two characters */
+	nyx_sha256_hex("", 0, out);
+	CHECK_STR(out,
+	    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+	    "sha256 of nothing");
+	{
+		static const char *const vec[][2] = {{"", ""}, {"f", "Zg=="},
+		    {"fo", "Zm8="}, {"foo", "Zm9v"}, {"foob", "Zm9vYg=="},
+		    {"fooba", "Zm9vYmE="}, {"foobar", "Zm9vYmFy"}};
+		size_t i;
+
+		for (i = 0; i < sizeof(vec) / sizeof(vec[0]); i++) {
+			char *e = nyx_b64_encode(vec[i][0], strlen(vec[i][0]));
+
+			CHECK(e && strcmp(e, vec[i][1]) == 0,
+			    "base64, RFC 4648 vectors");
+			free(e);
+		}
+	}
+	dec = nyx_b64url_decode("-_8", 3, &n);
+	CHECK(dec && n == 2 && (unsigned char)dec[0] == 0xfb &&
+	        (unsigned char)dec[1] == 0xff,
+	    "base64url: - and _ are 62 and 63");
+	free(dec);
+	dec = nyx_b64url_decode("Zm9vYmFy", 8, &n);
+	CHECK(dec && n == 6 && strcmp(dec, "foobar") == 0, "base64url, 8");
+	free(dec);
+	dec = nyx_b64url_decode("", 0, &n);
+	CHECK(dec && n == 0 && dec[0] == '\0', "base64url, empty");
+	free(dec);
+	CHECK(nyx_b64url_decode("Zm9vY", 5, &n) == NULL, "base64url, 4n+1");
+	CHECK(nyx_b64url_decode("Zm9v YmFy", 9, &n) == NULL,
+	    "base64url: white space is not skipped");
+	CHECK(nyx_b64url_decode("Zg==", 4, &n) == NULL,
+	    "base64url: no padding in a JWT");
+	CHECK(nyx_b64url_decode("Zm+v", 4, &n) == NULL,
+	    "base64url: + is not in its alphabet");
+	CHECK(nyx_secure_equal("abc", "abc") &&
+	        !nyx_secure_equal("abc", "abd") &&
+	        !nyx_secure_equal("abc", "ab") && !nyx_secure_equal(NULL, "a"),
+	    "secure_equal");
 }
 
 static void
