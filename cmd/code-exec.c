@@ -355,9 +355,11 @@ run_local(const struct opts *o, const struct nyx_common *cm,
 		/* it ran and hit its limit: rerunning runs it again */
 		oc.exit = NYX_EXIT_NO;
 	}
-	nyx_sandbox_result_free(&res);
 	audit_phase(j, owner, "terminal", &oc);
 	code = finish_outcome(o, j, &oc, "local", started);
+	/* freed last: the sandbox's waiter has ended by now, and is reaped
+	 * without a wait */
+	nyx_sandbox_result_free(&res);
 	nyx_exec_outcome_free(&oc);
 	return code;
 }

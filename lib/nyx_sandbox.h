@@ -15,13 +15,16 @@
  * limit applies.  Nothing ever runs unisolated: no bwrap, or a bwrap that
  * cannot set up its namespaces, is LOCAL_ISOLATION_UNAVAILABLE (exit 71).
  *
- * A result owns its output buffers; nyx_sandbox_result_free() them.
+ * A result owns its output buffers and, until it is freed, may hold the
+ * sandbox's exited waiting process unreaped; nyx_sandbox_result_free()
+ * them, once each result.
  */
 #ifndef NYX_SANDBOX_H
 #define NYX_SANDBOX_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include <jv.h>
 
@@ -62,6 +65,9 @@ struct nyx_sandbox_result {
 	long elapsed_ms;
 	/* how the sandbox as a whole was limited: "cgroup" or "rlimit" */
 	const char *limits;
+	/* the sandbox's waiting process, when it outlived the run's end (its
+	 * status was not needed): nyx_sandbox_result_free() reaps it */
+	pid_t waiter;
 };
 
 /* Whether the language is one of the four. */

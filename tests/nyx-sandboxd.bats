@@ -328,6 +328,24 @@ proxy() {
 
 PY42='{"language":"python","script":"print(6*7)","timeout_secs":10}'
 
+# The sandbox's waiting process is reaped when its result is freed, not
+# when the run's pipes close: a long-lived server must still reap them
+# all, whatever the run's end.
+@test "runs leave no unreaped process behind: success, failure, timeout" {
+	reset_world "$FIX/code-exec/routes.yaml"
+	local u="/api/v1/proxy/s/chrono-sandbox/execute?_nyxid_via=us-1"
+	for body in "$PY42" '{"language":"bash","script":"exit 3","timeout_secs":10}' \
+		'{"language":"bash","script":"sleep 30","timeout_secs":1}' \
+		'{"language":"bash","script":"kill -9 $$","timeout_secs":10}'; do
+		run -0 proxy "$ALICE" "$u" -d "$body"
+	done
+	sleep 0.2
+	zombies=$(ps -o stat=,pid= --ppid "$SANDBOXD_PID" | awk '$1 ~ /^Z/' | wc -l)
+	children=$(ps -o pid= --ppid "$SANDBOXD_PID" | wc -l)
+	[ "$zombies" -eq 0 ]
+	[ "$children" -eq 0 ]
+}
+
 @test "proxy: _nyxid_via must exist, match the slug and be usable by the caller" {
 	reset_world "$FIX/code-exec/routes.yaml"
 	run -0 proxy "$ALICE" "/api/v1/proxy/s/chrono-sandbox/execute?_nyxid_via=us-1" -d "$PY42"
