@@ -309,6 +309,7 @@ nyx_ledger_open(
 	*out = NULL;
 	if (l == NULL)
 		return nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
+	l->audit_covered = -1;
 	snprintf(l->dir, sizeof(l->dir), "%s", state_dir);
 	snprintf(l->secrets, sizeof(l->secrets), "%s/secrets", state_dir);
 	snprintf(path, sizeof(path), "%s/ledger.db", state_dir);

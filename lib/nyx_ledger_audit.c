@@ -189,6 +189,8 @@ nyx_ledger_audit_index(struct nyx_ledger *l, const char *id,
 	}
 	if (own && nyx_ledger_exec_sql(l, "COMMIT", err) < 0)
 		goto rollback;
+	/* the caller's own transaction may still roll back */
+	l->audit_covered = own ? covered : -1;
 	out = 0;
 	goto restore;
 fail:
@@ -214,6 +216,10 @@ nyx_ledger_audit_covered(
 	int rc;
 
 	*covered = 0;
+	if (l->audit_covered >= 0) { /* this connection's own last commit */
+		*covered = l->audit_covered;
+		return 0;
+	}
 	if (sqlite3_prepare_v2(l->db,
 	        "SELECT v FROM audit_meta WHERE k = 'covered'", -1, &st,
 	        NULL) != SQLITE_OK)
@@ -222,14 +228,16 @@ nyx_ledger_audit_covered(
 	if (rc == SQLITE_ROW)
 		*covered = sqlite3_column_int64(st, 0);
 	sqlite3_finalize(st);
-	return rc == SQLITE_ROW || rc == SQLITE_DONE
-	    ? 0
-	    : nyx_ledger_db_fail(l, err, "audit index");
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return nyx_ledger_db_fail(l, err, "audit index");
+	l->audit_covered = *covered;
+	return 0;
 }
 
 int
 nyx_ledger_audit_reset(struct nyx_ledger *l, struct nyx_err *err)
 {
+	l->audit_covered = -1;
 	return nyx_ledger_exec_sql(
 	    l, "DELETE FROM audit_index; DELETE FROM audit_meta", err);
 }

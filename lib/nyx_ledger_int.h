@@ -19,6 +19,10 @@ struct nyx_ledger {
 	sqlite3 *db;
 	char dir[512];
 	char secrets[600];
+	/* how far this connection last saw the audit index reach, -1 when
+	 * unknown: at worst behind, when another process indexed more, and
+	 * then catching up indexes those lines again, which changes nothing */
+	int64_t audit_covered;
 };
 
 /* -1 with err 73 ledger_failed, naming the step and SQLite's reason. */
