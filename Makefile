@@ -41,7 +41,9 @@ NYX_CFLAGS := -std=c11 -O2 -g -Wall -Wextra -Wshadow -Wformat=2 \
 	$(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 # libcurl is not linked: lib/nyx_curl.c opens it on the first HTTP
 # exchange (its headers are enough here).
-LIBS := $(shell $(PKG_CONFIG) --libs $(filter-out libcurl,$(PKGS)) \
+# libseccomp compiles the sandbox's filter at build time only
+# (tools/gen-seccomp.c): the programs carry the result, not the library.
+LIBS := $(shell $(PKG_CONFIG) --libs $(filter-out libcurl libseccomp,$(PKGS)) \
 	2>/dev/null) $(JQ_LIBS)
 # libmicrohttpd is nyx-sandboxd's alone: only its own part compiles and
 # links with it.
@@ -62,6 +64,21 @@ UNITSRC := $(wildcard tests/unit/test_*.c)
 UNITBIN := $(patsubst tests/unit/%.c,$(O)/tests/%,$(UNITSRC))
 
 all: $(PROGS:%=$(O)/bin/%) $(UNITBIN)
+
+# The seccomp filter, compiled by a build-time tool (with the build
+# machine's compiler and no sanitizer: it only prints a header).
+HOSTCC ?= cc
+$(O)/gen/gen-seccomp: tools/gen-seccomp.c
+	@mkdir -p $(@D)
+	@$(QCC) HOSTCC $@
+	$(Q)$(HOSTCC) -std=c11 -O2 -Wall -Wextra -Werror \
+	    $(shell $(PKG_CONFIG) --cflags libseccomp 2>/dev/null) -o $@ $< \
+	    $(shell $(PKG_CONFIG) --libs libseccomp 2>/dev/null)
+$(O)/gen/nyx_seccomp_bpf.h: $(O)/gen/gen-seccomp
+	@$(QCC) GEN $@
+	$(Q)$< >$@.tmp && mv $@.tmp $@
+$(O)/obj/lib/nyx_sandbox_guard.o: $(O)/gen/nyx_seccomp_bpf.h
+$(O)/obj/lib/nyx_sandbox_guard.o: NYX_CPPFLAGS += -I$(O)/gen
 
 $(O)/obj/%.o: %.c
 	@mkdir -p $(@D)
@@ -189,7 +206,8 @@ valgrind-check: all
 # ---- lint ----
 BANNED := sprintf|vsprintf|strcpy|strcat|strncat|strncpy|gets|strtok|atoi|atol|atof|system|popen|signal
 CSRC := $(wildcard cmd/*.c cmd/*/*.c cmd/*/*.h lib/*.c lib/*.h tests/unit/*.c \
-	tests/unit/*.h tests/fuzz/*.c tests/fuzz/*.h tests/fixtures/*/*.c bench/*.c)
+	tests/unit/*.h tests/fuzz/*.c tests/fuzz/*.h tests/fixtures/*/*.c bench/*.c \
+	tools/*.c)
 SHSRC := $(wildcard tests/helpers/*.bash bench/*.sh examples/*.sh .ci/run) completions/bash/nyx
 lint:
 	clang-format --dry-run -Werror $(CSRC)

@@ -8,14 +8,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
-#include <sched.h>
-#include <seccomp.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -29,132 +25,22 @@
 
 /* ---- seccomp ---- */
 
-/* Denied with EPERM, whatever their arguments. */
-static const int denied[] = {
-    /* namespaces and mounts: the sandbox's shape is bwrap's alone */
-    SCMP_SYS(unshare),
-    SCMP_SYS(setns),
-    SCMP_SYS(mount),
-    SCMP_SYS(umount2),
-    SCMP_SYS(pivot_root),
-    SCMP_SYS(chroot),
-    SCMP_SYS(open_tree),
-    SCMP_SYS(move_mount),
-    SCMP_SYS(fsopen),
-    SCMP_SYS(fsconfig),
-    SCMP_SYS(fsmount),
-    SCMP_SYS(fspick),
-    SCMP_SYS(mount_setattr),
-    /* other processes' memory */
-    SCMP_SYS(ptrace),
-    SCMP_SYS(process_vm_readv),
-    SCMP_SYS(process_vm_writev),
-    /* kernel attack surface no interpreter needs */
-    SCMP_SYS(bpf),
-    SCMP_SYS(perf_event_open),
-    SCMP_SYS(userfaultfd),
-    SCMP_SYS(keyctl),
-    SCMP_SYS(add_key),
-    SCMP_SYS(request_key),
-    SCMP_SYS(kexec_load),
-    SCMP_SYS(kexec_file_load),
-    SCMP_SYS(init_module),
-    SCMP_SYS(finit_module),
-    SCMP_SYS(delete_module),
-};
-
-/* clone with any of these flags makes a namespace. */
-static const unsigned long ns_flags[] = {CLONE_NEWNS, CLONE_NEWUSER,
-    CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWCGROUP};
-
-/* ioctls that push input into, or read from, a terminal not ours. */
-static const unsigned long tty_ioctls[] = {TIOCSTI, TIOCLINUX};
-
-static unsigned char *filter;
-static size_t filter_len;
-static pthread_once_t filter_once = PTHREAD_ONCE_INIT;
-
-static int
-rules(scmp_filter_ctx ctx)
-{
-	size_t i;
-	int rc;
-
-	for (i = 0; i < sizeof(denied) / sizeof(denied[0]); i++) {
-		if (denied[i] < 0)
-			continue; /* not a call of this architecture */
-		if ((rc = seccomp_rule_add(
-		         ctx, SCMP_ACT_ERRNO(EPERM), denied[i], 0)) < 0)
-			return rc;
-	}
-	for (i = 0; i < sizeof(ns_flags) / sizeof(ns_flags[0]); i++)
-		if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM),
-		         SCMP_SYS(clone), 1,
-		         SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i],
-		             ns_flags[i]))) < 0)
-			return rc;
-	/* clone3 passes its flags in memory a filter cannot read: ENOSYS
-	 * makes the C library fall back to clone, which it can */
-	if ((rc = seccomp_rule_add(
-	         ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0)) < 0)
-		return rc;
-	for (i = 0; i < sizeof(tty_ioctls) / sizeof(tty_ioctls[0]); i++)
-		if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM),
-		         SCMP_SYS(ioctl), 1,
-		         SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu,
-		             tty_ioctls[i]))) < 0)
-			return rc;
-	return 0;
-}
-
 /*
- * Compile once.  Only the native architecture is in the filter: a call
- * through another ABI (int 0x80 on x86-64) kills the process.
+ * The filter, compiled at build time by tools/gen-seccomp.c (what it
+ * denies is listed there): nyx_seccomp_bpf[].
  */
-static void
-build_filter(void)
-{
-	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
-	int fd = -1;
-	off_t end;
-
-	if (ctx == NULL)
-		return;
-	if (rules(ctx) < 0)
-		goto out;
-	fd = memfd_create("nyx-seccomp-build", MFD_CLOEXEC);
-	if (fd < 0 || seccomp_export_bpf(ctx, fd) < 0)
-		goto out;
-	end = lseek(fd, 0, SEEK_END);
-	if (end <= 0 || (filter = malloc((size_t)end)) == NULL)
-		goto out;
-	if (pread(fd, filter, (size_t)end, 0) != end) {
-		free(filter);
-		filter = NULL;
-		goto out;
-	}
-	filter_len = (size_t)end;
-out:
-	if (fd >= 0)
-		close(fd);
-	seccomp_release(ctx);
-}
+#include "nyx_seccomp_bpf.h"
 
 int
 nyx_sandbox_seccomp_fd(void)
 {
-	int fd;
-
-	pthread_once(&filter_once, build_filter);
-	if (filter == NULL) {
-		errno = ENOTSUP;
-		return -1;
-	}
 	/* a descriptor of its own per run: bwrap reads from the offset */
-	fd = memfd_create("nyx-seccomp", MFD_CLOEXEC);
+	int fd = memfd_create("nyx-seccomp", MFD_CLOEXEC);
+
 	if (fd < 0)
 		return -1;
-	if (pwrite(fd, filter, filter_len, 0) != (ssize_t)filter_len) {
+	if (pwrite(fd, nyx_seccomp_bpf, sizeof(nyx_seccomp_bpf), 0) !=
+	    (ssize_t)sizeof(nyx_seccomp_bpf)) {
 		close(fd);
 		errno = EIO;
 		return -1;
