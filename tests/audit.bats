@@ -97,6 +97,25 @@ snapshot() { # snapshot OP STATUS: a valid snapshot body as YAML flow
 	jq_ok '.duplicate==1 and .appended==0'
 }
 
+# A local run's terminal record is the run's last append: it is synced
+# before the result is printed, and indexed by the next append's catch-up
+# rather than on the run's way out.  Nothing ever goes in twice.
+@test "a local run's terminal record is known to the next append: replayed, it is a duplicate" {
+	run -0 code-exec --backend local --request-id "$(rid a)" -l bash -e 'echo 1'
+	[ "$(wc -l <"$AUDIT")" = 3 ]
+	cp "$AUDIT" "$BATS_TEST_TMPDIR/orig"
+	tail -1 "$AUDIT" >"$BATS_TEST_TMPDIR/terminal"
+	jq -e '.phase=="terminal"' "$BATS_TEST_TMPDIR/terminal"
+	run -0 audit-replay --from "$BATS_TEST_TMPDIR/terminal"
+	jq_ok '.duplicate==1 and .appended==0 and .conflict==0'
+	cmp "$AUDIT" "$BATS_TEST_TMPDIR/orig"
+	# the same run again: the same facts, none written twice
+	run -0 code-exec --backend local --request-id "$(rid a)" -l bash -e 'echo 1'
+	cmp "$AUDIT" "$BATS_TEST_TMPDIR/orig"
+	run -0 audit-replay --verify
+	jq_ok '.checked==3 and .ok==3 and .conflict==0 and .pending==0'
+}
+
 @test "--verify names tampered and malformed lines; --from refuses them" {
 	run -0 code-exec --request-id "$(rid a)" -l bash -e 'echo 1'
 	sed -i '2s/"running"/"runnin9"/' "$AUDIT"
