@@ -43,8 +43,10 @@ NYX_CFLAGS := -std=c11 -O2 -g -Wall -Wextra -Wshadow -Wformat=2 \
 # exchange (its headers are enough here).
 # libseccomp compiles the sandbox's filter at build time only
 # (tools/gen-seccomp.c): the programs carry the result, not the library.
-LIBS := $(shell $(PKG_CONFIG) --libs $(filter-out libcurl libseccomp,$(PKGS)) \
-	2>/dev/null) $(JQ_LIBS)
+# SQLite is not linked either: lib/nyx_sqlite.c opens it with the first
+# state file, which a local run does beside bubblewrap's set-up.
+LIBS := $(shell $(PKG_CONFIG) --libs \
+	$(filter-out libcurl libseccomp sqlite3,$(PKGS)) 2>/dev/null) $(JQ_LIBS)
 # libmicrohttpd is nyx-sandboxd's alone: only its own part compiles and
 # links with it.
 SRV_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(SRV_PKGS) 2>/dev/null)

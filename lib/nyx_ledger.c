@@ -186,6 +186,15 @@ nyx_ledger_sqlite_open(const char *path, struct sqlite3 **db)
 	struct stat st;
 
 	*db = NULL;
+	{
+		struct nyx_err ignored = NYX_ERR_ZERO;
+
+		/* the callers load it first, to say why it failed */
+		if (nyx_sqlite_load(&ignored) < 0) {
+			errno = ELIBACC;
+			return -1;
+		}
+	}
 	/* never through a link, never a file of someone else's */
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
@@ -314,7 +323,8 @@ nyx_ledger_open(
 	snprintf(l->secrets, sizeof(l->secrets), "%s/secrets", state_dir);
 	snprintf(path, sizeof(path), "%s/ledger.db", state_dir);
 	make_parents(l->dir);
-	if (ensure_dir(l->dir, err) < 0 || ensure_dir(l->secrets, err) < 0)
+	if (nyx_sqlite_load(err) < 0 || ensure_dir(l->dir, err) < 0 ||
+	    ensure_dir(l->secrets, err) < 0)
 		goto fail;
 	if (nyx_ledger_sqlite_open(path, &l->db) < 0) {
 		nyx_ledger_db_fail(l, err, "open");
@@ -340,7 +350,8 @@ nyx_ledger_close(struct nyx_ledger *l)
 {
 	if (l == NULL)
 		return;
-	sqlite3_close(l->db);
+	if (l->db != NULL) /* NULL: SQLite may not even be loaded */
+		sqlite3_close(l->db);
 	free(l);
 }
 

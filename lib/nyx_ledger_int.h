@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include <sqlite3.h>
+#include "nyx_sqlite.h" /* SQLite, loaded on first open */
 
 #include "nyx_err.h"
 #include "nyx_ledger.h"

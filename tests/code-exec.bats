@@ -58,6 +58,23 @@ slow() { if [ -n "${NYX_UNDER_VALGRIND:-}" ]; then echo "$2"; else echo "$1"; fi
 	LD_LIBRARY_PATH=$BATS_TEST_TMPDIR/lib run -0 local_run -l bash -e 'echo 1'
 }
 
+# SQLite is opened with the first state file: a local run does that while
+# bubblewrap sets up the sandbox (bench/README.md).
+@test "local: SQLite is opened with the ledger, not at start-up; without it, a clear 71" {
+	LD_DEBUG=files run -0 --separate-stderr local_run -l bash -e 'echo 1'
+	jq_ok '.success==true and .output.stdout=="1\n"'
+	[[ $stderr == *"file=libsqlite3.so.0 [0];  dynamically loaded by"* ]]
+	[[ $stderr != *"file=libsqlite3.so.0 [0];  needed by"* ]]
+	# no SQLite to be found: a clear error, no crash, and no program run
+	mkdir "$BATS_TEST_TMPDIR/lib"
+	: >"$BATS_TEST_TMPDIR/lib/libsqlite3.so.0"
+	LD_LIBRARY_PATH=$BATS_TEST_TMPDIR/lib run -71 --separate-stderr local_run -l bash -e 'echo ran'
+	jq_ok '.code=="sqlite_unavailable" and .exit==71'
+	[[ $stderr == *"cannot start SQLite: "*"libsqlite3.so.0"* ]]
+	[[ $output != *ran* ]]
+	LD_LIBRARY_PATH=$BATS_TEST_TMPDIR/lib run -71 exec-status --list
+}
+
 @test "local: -f - reads the source from standard input" {
 	run -0 --separate-stderr bash -c "printf 'print(6*7)\n' | code-exec --backend local -l python -f -"
 	jq_ok '.success==true and .output.stdout=="42\n"'

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <sqlite3.h>
+#include "nyx_sqlite.h"
 
 #include "nyx_ledger.h"
 
@@ -28,6 +28,10 @@ nyx_store_open(const char *path, struct nyx_store **out, struct nyx_err *err)
 	*out = NULL;
 	if (s == NULL)
 		return nyx_err_set(err, NYX_EXIT_OSERR, "oom", "out of memory");
+	if (nyx_sqlite_load(err) < 0) {
+		free(s);
+		return -1;
+	}
 	if (nyx_ledger_sqlite_open(path, &s->db) < 0 ||
 	    sqlite3_exec(s->db,
 	        "CREATE TABLE IF NOT EXISTS executions (id TEXT PRIMARY KEY, "
@@ -46,7 +50,8 @@ nyx_store_close(struct nyx_store *s)
 {
 	if (s == NULL)
 		return;
-	sqlite3_close(s->db);
+	if (s->db != NULL)
+		sqlite3_close(s->db);
 	free(s);
 }
 
