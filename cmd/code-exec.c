@@ -189,6 +189,7 @@ struct job {
 	struct nyx_ledger *l; /* the state: ledger and audit trail */
 	char request_id[160];
 	const char *call_id;
+	bool fresh; /* request_id drawn at random for this run */
 };
 
 /*
@@ -201,7 +202,7 @@ audit_phase(const struct job *j, const char *owner, const char *phase,
     const struct nyx_exec_outcome *oc)
 {
 	struct nyx_audit_subject sub = {
-	    "code_execute", "cli", owner, j->request_id, j->call_id};
+	    "code_execute", "cli", owner, j->request_id, j->call_id, false};
 
 	nyx_audit_note(j->l, &sub, phase, NULL, NULL, oc);
 }
@@ -211,7 +212,7 @@ static void
 audit_started(const struct job *j, const char *owner)
 {
 	struct nyx_audit_subject sub = {
-	    "code_execute", "cli", owner, j->request_id, j->call_id};
+	    "code_execute", "cli", owner, j->request_id, j->call_id, j->fresh};
 
 	nyx_audit_note_started(j->l, &sub, NULL);
 }
@@ -288,6 +289,23 @@ local_ready(void *ctx, struct nyx_err *err)
 	return 0;
 }
 
+/*
+ * While the program runs: the index of the trail catches up with the
+ * run's first records (a fresh run's are appended unindexed), so the
+ * terminal append finds nothing left to do.  A failure here is the
+ * terminal append's to meet again.
+ */
+static void
+local_running(void *ctx)
+{
+	struct local_start *ls = ctx;
+	struct nyx_err ignored = NYX_ERR_ZERO;
+
+	if (ls->j->fresh)
+		(void)nyx_audit_catch_up(
+		    ls->j->l, nyx_ledger_dir(ls->j->l), &ignored);
+}
+
 static int
 run_local(const struct opts *o, const struct nyx_common *cm,
     struct nyx_settings *s, struct job *j, struct nyx_err *err)
@@ -323,6 +341,7 @@ run_local(const struct opts *o, const struct nyx_common *cm,
 	catch_interrupts();
 	rq.cancel = (const volatile int *)&interrupts;
 	rq.ready = local_ready;
+	rq.running = local_running;
 	rq.ready_ctx = &ls;
 	if (nyx_sandbox_run(&rq, &res, err) < 0) {
 		struct nyx_err ignored = NYX_ERR_ZERO;
@@ -686,6 +705,8 @@ run(const struct opts *o, const struct nyx_common *cm, const char *operand,
 		nyx_err_set(err, NYX_EXIT_OSERR, "random_failed",
 		    "no randomness for a request id");
 		goto out;
+	} else {
+		j.fresh = true;
 	}
 	j.call_id = o->call_id ? o->call_id : "code_execute";
 	backend = o->backend ? o->backend : s.backend;

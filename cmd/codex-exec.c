@@ -160,7 +160,7 @@ audit(struct nyx_ledger *l, const struct nyx_codex_call *c, const char *owner,
     const struct nyx_codex_outcome *oc)
 {
 	struct nyx_audit_subject sub = {
-	    "codex_exec", "cli", owner, c->request_id, c->call_id};
+	    "codex_exec", "cli", owner, c->request_id, c->call_id, false};
 
 	nyx_audit_note(
 	    l, &sub, phase, approval_id, NULL, oc ? &oc->base : NULL);
@@ -172,7 +172,7 @@ audit_started(
     struct nyx_ledger *l, const struct nyx_codex_call *c, const char *owner)
 {
 	struct nyx_audit_subject sub = {
-	    "codex_exec", "cli", owner, c->request_id, c->call_id};
+	    "codex_exec", "cli", owner, c->request_id, c->call_id, false};
 
 	nyx_audit_note_started(l, &sub, NULL);
 }

@@ -239,7 +239,7 @@ catch_up(struct nyx_ledger *l, int fd, const char *path, int64_t size,
  */
 static int
 append(struct nyx_ledger *l, const char *state_dir, jv recs, const char *intent,
-    enum nyx_audit_result *res, struct nyx_err *err)
+    bool fresh, enum nyx_audit_result *res, struct nyx_err *err)
 {
 	char path[700], oc[65], os[65];
 	int n = jv_array_length(jv_copy(recs)), i, fd, rc = -1, found;
@@ -283,7 +283,8 @@ append(struct nyx_ledger *l, const char *state_dir, jv recs, const char *intent,
 		rc = audit_fail(err, path, errno ? errno : EINVAL);
 		goto out;
 	}
-	{
+	/* a fresh run's records need neither a look-up nor an index now */
+	if (!fresh) {
 		int rfd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 
 		if (rfd < 0) {
@@ -315,7 +316,7 @@ append(struct nyx_ledger *l, const char *state_dir, jv recs, const char *intent,
 			}
 			jv_free(o);
 		}
-		if (!found)
+		if (!found && !fresh)
 			found = nyx_ledger_audit_lookup(l, id, oc, os, err);
 		if (found < 0) {
 			jv_free(rec);
@@ -369,6 +370,8 @@ append(struct nyx_ledger *l, const char *state_dir, jv recs, const char *intent,
 	 * catch-up (in any process), off the run's way out.  The line is
 	 * synced; the index is only a cache of it.
 	 */
+	if (fresh)
+		goto done;
 	if (intent == NULL && n == 1) {
 		jv rec = jv_array_get(jv_copy(recs), 0);
 		const char *phase = nyx_json_peek_str(rec, "phase");
@@ -398,6 +401,7 @@ append(struct nyx_ledger *l, const char *state_dir, jv recs, const char *intent,
 		}
 		jv_free(rec);
 	}
+done:
 	rc = 0;
 out:
 	nyx_buf_free(&lines);
@@ -421,7 +425,7 @@ append_one(struct nyx_ledger *l, const char *state_dir, jv rec,
     const char *intent, enum nyx_audit_result *res, struct nyx_err *err)
 {
 	jv recs = jv_array_append(jv_array(), jv_copy(rec));
-	int rc = append(l, state_dir, recs, intent, res, err);
+	int rc = append(l, state_dir, recs, intent, false, res, err);
 
 	jv_free(recs);
 	return rc;
@@ -470,9 +474,10 @@ nyx_audit_replay_intent(struct nyx_ledger *l, const char *state_dir,
 	return rc < 0 ? -1 : 0;
 }
 
-int
-nyx_audit_emit(struct nyx_ledger *l, const char *state_dir, jv recs,
-    const char *handle, struct nyx_err *err)
+/* As nyx_audit_emit(), for a fresh subject's records or not. */
+static int
+emit(struct nyx_ledger *l, const char *state_dir, jv recs, const char *handle,
+    bool fresh, struct nyx_err *err)
 {
 	enum nyx_audit_result res[NYX_AUDIT_BATCH];
 	struct nyx_err aerr = NYX_ERR_ZERO;
@@ -481,7 +486,7 @@ nyx_audit_emit(struct nyx_ledger *l, const char *state_dir, jv recs,
 
 	for (i = 0; i < NYX_AUDIT_BATCH; i++)
 		res[i] = NYX_AUDIT_CONFLICT;
-	appended = append(l, state_dir, recs, NULL, res, &aerr) == 0;
+	appended = append(l, state_dir, recs, NULL, fresh, res, &aerr) == 0;
 	for (i = 0; i < n; i++) {
 		jv rec;
 		const char *id;
@@ -513,6 +518,40 @@ nyx_audit_emit(struct nyx_ledger *l, const char *state_dir, jv recs,
 		}
 		jv_free(rec);
 	}
+	return rc;
+}
+
+int
+nyx_audit_emit(struct nyx_ledger *l, const char *state_dir, jv recs,
+    const char *handle, struct nyx_err *err)
+{
+	return emit(l, state_dir, recs, handle, false, err);
+}
+
+int
+nyx_audit_catch_up(
+    struct nyx_ledger *l, const char *state_dir, struct nyx_err *err)
+{
+	char path[700];
+	struct stat st;
+	int fd, rc = -1;
+
+	snprintf(path, sizeof(path), "%s/audit.jsonl", state_dir);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : audit_fail(err, path, errno);
+	while (flock(fd, LOCK_EX) < 0)
+		if (errno != EINTR) {
+			rc = audit_fail(err, path, errno);
+			goto out;
+		}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		rc = audit_fail(err, path, errno ? errno : EINVAL);
+		goto out;
+	}
+	rc = catch_up(l, fd, path, (int64_t)st.st_size, err);
+out:
+	close(fd); /* releases the lock */
 	return rc;
 }
 
@@ -553,8 +592,10 @@ note(struct nyx_ledger *l, const struct nyx_audit_subject *s,
 		recs = jv_is_valid(rec) ? jv_array_append(recs, rec)
 		                        : (jv_free(recs), rec);
 	}
+	/* only a run's first records can be known not to be there */
 	rc = jv_is_valid(recs)
-	    ? nyx_audit_emit(l, nyx_ledger_dir(l), recs, handle, &err)
+	    ? emit(l, nyx_ledger_dir(l), recs, handle,
+	          s->fresh && oc == NULL && approval_id == NULL, &err)
 	    : -1;
 	if (rc != 0)
 		nyx_log(NYX_LOG_WARN,

@@ -51,6 +51,9 @@ struct nyx_audit_subject {
 	const char *owner;
 	const char *request_id;
 	const char *call_id;
+	/* request_id was drawn at random by this process for this run: no
+	 * record of it can be in the trail yet (see nyx_audit_note_started) */
+	bool fresh;
 };
 
 /* A terminal outcome; NULL strings are JSON null. */
@@ -116,9 +119,19 @@ int nyx_audit_note(struct nyx_ledger *l, const struct nyx_audit_subject *s,
 /*
  * The admission and running records of an execution that starts at once
  * (local, sync), in one append: one fsync for both.  As nyx_audit_note().
+ * For a fresh subject the append looks nothing up and indexes nothing
+ * (no record of the run can be there to find): the index catches up at
+ * the next append, or at nyx_audit_catch_up().
  */
 int nyx_audit_note_started(struct nyx_ledger *l,
     const struct nyx_audit_subject *s, const char *handle);
+
+/*
+ * Index what the trail holds beyond the ledger's index (under the file's
+ * lock): work an append would otherwise do first.  -1 with err.
+ */
+int nyx_audit_catch_up(
+    struct nyx_ledger *l, const char *state_dir, struct nyx_err *err);
 
 /*
  * Replay one frozen intent: as nyx_audit_emit's result (0, 1, 2, -1);

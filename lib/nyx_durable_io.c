@@ -209,6 +209,8 @@ nyx_dur_subject(const struct nyx_op *op, struct nyx_audit_subject *s)
 	s->owner = op->owner;
 	s->request_id = op->request_id;
 	s->call_id = op->call_id;
+	/* a durable run converges by its request id: never fresh */
+	s->fresh = false;
 }
 
 int

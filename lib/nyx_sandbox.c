@@ -565,13 +565,13 @@ status_number(const struct nyx_buf *status, const char *key, int *out)
 }
 
 static int
-supervise(pid_t pid, int out_r, int err_r, int status_r, int timeout_secs,
-    const volatile int *cancel, struct nyx_sandbox_result *res, bool *started,
-    int *cap_errno)
+supervise(pid_t pid, int out_r, int err_r, int status_r, int64_t t0,
+    int timeout_secs, const volatile int *cancel,
+    struct nyx_sandbox_result *res, bool *started, int *cap_errno)
 {
 	struct pollfd pf[4];
 	struct nyx_buf status = NYX_BUF_ZERO;
-	int64_t t0 = nyx_mono_ms(), deadline = t0 + timeout_secs * 1000LL;
+	int64_t deadline = t0 + timeout_secs * 1000LL;
 	int64_t reaped_at = 0;
 	bool open_out = true, open_err = true, open_st = true, reaped = false;
 	bool killed = false, dummy = false;
@@ -678,6 +678,7 @@ nyx_sandbox_run(const struct nyx_sandbox_req *rq,
 	const char *file = NULL;
 	int out[2] = {-1, -1}, errp[2] = {-1, -1}, st[2] = {-1, -1}, src = -1;
 	int seccomp = -1, gate[2] = {-1, -1}, ready = 0;
+	int64_t t0;
 	struct nyx_cgroup cg = {.procs_fd = -1};
 	size_t argc = 0, envc = 0, i;
 	struct child_plan plan;
@@ -835,7 +836,10 @@ nyx_sandbox_run(const struct nyx_sandbox_req *rq,
 		close(gate[1]);
 		gate[1] = -1;
 	}
-	supervise(pid, out[0], errp[0], st[0], rq->timeout_secs, rq->cancel,
+	t0 = nyx_mono_ms(); /* the run's clock starts with the program */
+	if (ready == 0 && rq->running != NULL)
+		rq->running(rq->ready_ctx);
+	supervise(pid, out[0], errp[0], st[0], t0, rq->timeout_secs, rq->cancel,
 	    res, &started, &cap_errno);
 	if (ready < 0) {
 		/* stopped before the program: the caller's error stands */

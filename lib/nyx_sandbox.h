@@ -51,6 +51,12 @@ struct nyx_sandbox_req {
 	 * program, and nyx_sandbox_run() fails with that error.
 	 */
 	int (*ready)(void *ctx, struct nyx_err *err);
+	/*
+	 * When set (with ready), called with ready_ctx once the program has
+	 * been let go, while it runs, its output waiting in the pipes: for
+	 * work the caller needs only at the run's end.
+	 */
+	void (*running)(void *ctx);
 	void *ready_ctx;
 };
 

@@ -48,7 +48,7 @@ static jv
 batch(const char *request, const char *const *phases, int n)
 {
 	struct nyx_audit_subject s = {
-	    "code_execute", "cli", "u-test", request, "c-1"};
+	    "code_execute", "cli", "u-test", request, "c-1", false};
 	jv a = jv_array();
 	int i;
 
@@ -62,7 +62,7 @@ static jv
 terminal(const char *request, int exit_code)
 {
 	struct nyx_audit_subject s = {
-	    "code_execute", "cli", "u-test", request, "c-1"};
+	    "code_execute", "cli", "u-test", request, "c-1", false};
 	struct nyx_audit_outcome o = {exit_code == 0, NULL, NULL, exit_code,
 	    NULL, exit_code == 0 ? NULL : "execute", false};
 
@@ -135,6 +135,45 @@ main(void)
 		jv_free(a);
 		CHECK(rmdir(path) == 0 && rename(keep, path) == 0,
 		    "the trail is back");
+	}
+
+	/* a fresh run's first records: written, and neither looked up nor
+	 * indexed until something catches up */
+	{
+		struct nyx_audit_subject fs = {
+		    "code_execute", "cli", "u-test", "r-5", "c-1", true};
+		char id[NYX_AUDIT_ID_MAX], c[65], sm[65];
+		int64_t before = -1, after = -1;
+
+		CHECK(nyx_ledger_audit_covered(l, &before, &e) == 0,
+		    "the index's reach");
+		CHECK(nyx_audit_note_started(l, &fs, NULL) == 0 &&
+		        lines_of(path) == 7,
+		    "fresh: admission and running appended");
+		CHECK(nyx_ledger_audit_covered(l, &after, &e) == 0 &&
+		        after == before,
+		    "fresh: the index is left as it was");
+		a = batch("r-5", started, 1);
+		CHECK(nyx_audit_emit(l, dir, a, NULL, &e) == 0 &&
+		        lines_of(path) == 7,
+		    "the next append catches up first: its duplicate is known");
+		jv_free(a);
+		fs.request_id = "r-6";
+		CHECK(nyx_audit_note_started(l, &fs, NULL) == 0 &&
+		        lines_of(path) == 9,
+		    "fresh again");
+		CHECK(nyx_audit_catch_up(l, dir, &e) == 0, "catch up");
+		CHECK(nyx_audit_id(&fs, "running", NULL, id) == 0 &&
+		        nyx_ledger_audit_lookup(l, id, c, sm, &e) == 1,
+		    "after nyx_audit_catch_up the records are indexed");
+		{
+			struct stat st;
+
+			CHECK(stat(path, &st) == 0 &&
+			        nyx_ledger_audit_covered(l, &after, &e) == 0 &&
+			        after == (int64_t)st.st_size,
+			    "the index covers the whole file");
+		}
 	}
 	nyx_ledger_close(l);
 	return nyx_test_done();
