@@ -237,6 +237,18 @@ catch_up(struct nyx_ledger *l, int fd, const char *path, int64_t size,
  * fsync: res[i] says what became of each.  An intent named (one record
  * only) is deleted in the same commit as its index.
  */
+/* The trail's lock (every writer's), and the file checked regular. */
+static int
+lock_trail(int fd, const char *path, struct stat *st, struct nyx_err *err)
+{
+	while (flock(fd, LOCK_EX) < 0)
+		if (errno != EINTR)
+			return audit_fail(err, path, errno);
+	if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode))
+		return audit_fail(err, path, errno ? errno : EINVAL);
+	return 0;
+}
+
 static int
 append(struct nyx_ledger *l, const char *state_dir, jv recs, const char *intent,
     bool fresh, enum nyx_audit_result *res, struct nyx_err *err)
@@ -274,15 +286,9 @@ append(struct nyx_ledger *l, const char *state_dir, jv recs, const char *intent,
 	if (fd < 0)
 		return audit_fail(err, path, errno);
 	/* audit-replay and the other tools may append at the same time */
-	while (flock(fd, LOCK_EX) < 0)
-		if (errno != EINTR) {
-			rc = audit_fail(err, path, errno);
-			goto out;
-		}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		rc = audit_fail(err, path, errno ? errno : EINVAL);
+	if ((rc = lock_trail(fd, path, &st, err)) < 0)
 		goto out;
-	}
+	rc = -1;
 	/* a fresh run's records need neither a look-up nor an index now */
 	if (!fresh) {
 		int rfd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -540,15 +546,8 @@ nyx_audit_catch_up(
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return errno == ENOENT ? 0 : audit_fail(err, path, errno);
-	while (flock(fd, LOCK_EX) < 0)
-		if (errno != EINTR) {
-			rc = audit_fail(err, path, errno);
-			goto out;
-		}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		rc = audit_fail(err, path, errno ? errno : EINVAL);
+	if (lock_trail(fd, path, &st, err) < 0)
 		goto out;
-	}
 	rc = catch_up(l, fd, path, (int64_t)st.st_size, err);
 out:
 	close(fd); /* releases the lock */

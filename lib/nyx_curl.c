@@ -1,6 +1,7 @@
 #include "nyx_curl.h"
 
-#include <dlfcn.h>
+#include "nyx_dl.h"
+
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,10 +21,7 @@ static char why[256]; /* the reason it could not be loaded */
 static void
 load(void)
 {
-	static const struct {
-		const char *name;
-		void **slot;
-	} syms[] = {
+	static const struct nyx_dl_sym syms[] = {
 	    SYM(global_init, "curl_global_init"),
 	    SYM(global_cleanup, "curl_global_cleanup"),
 	    SYM(easy_init, "curl_easy_init"),
@@ -50,25 +48,9 @@ load(void)
 	    SYM(multi_info_read, "curl_multi_info_read"),
 	    SYM(multi_cleanup, "curl_multi_cleanup"),
 	};
-	/* never closed: libcurl stays for the life of the process */
-	void *h = dlopen(NYX_CURL_SONAME, RTLD_NOW | RTLD_LOCAL);
-	size_t i;
-
-	if (h == NULL) {
-		snprintf(why, sizeof(why), "%s", dlerror());
+	if (nyx_dl_bind(NYX_CURL_SONAME, syms, sizeof(syms) / sizeof(syms[0]),
+	        &nyx_curl, sizeof(nyx_curl), why, sizeof(why)) < 0)
 		return;
-	}
-	for (i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
-		/* POSIX: a function's address fits the object pointer dlsym
-		 * returns; it is stored through that type */
-		*syms[i].slot = dlsym(h, syms[i].name);
-		if (*syms[i].slot == NULL) {
-			snprintf(why, sizeof(why), "%s has no %s",
-			    NYX_CURL_SONAME, syms[i].name);
-			memset(&nyx_curl, 0, sizeof(nyx_curl));
-			return;
-		}
-	}
 	if (nyx_curl.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
 		snprintf(why, sizeof(why), "curl_global_init failed");
 		memset(&nyx_curl, 0, sizeof(nyx_curl));

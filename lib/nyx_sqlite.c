@@ -1,10 +1,9 @@
 #include "nyx_sqlite.h"
 
-#include <dlfcn.h>
+#include "nyx_dl.h"
+
 #include <pthread.h>
 #include <stdbool.h>
-#include <stdio.h>
-#include <string.h>
 
 struct nyx_sqlite_api nyx_sqlite;
 
@@ -21,10 +20,7 @@ static char why[256]; /* the reason it could not be loaded */
 static void
 load(void)
 {
-	static const struct {
-		const char *name;
-		void **slot;
-	} syms[] = {
+	static const struct nyx_dl_sym syms[] = {
 	    SYM(open_v2),
 	    SYM(close),
 	    SYM(busy_timeout),
@@ -46,25 +42,9 @@ load(void)
 	    SYM(column_text),
 	    SYM(column_type),
 	};
-	/* never closed: SQLite stays for the life of the process */
-	void *h = dlopen(NYX_SQLITE_SONAME, RTLD_NOW | RTLD_LOCAL);
-	size_t i;
-
-	if (h == NULL) {
-		snprintf(why, sizeof(why), "%s", dlerror());
+	if (nyx_dl_bind(NYX_SQLITE_SONAME, syms, sizeof(syms) / sizeof(syms[0]),
+	        &nyx_sqlite, sizeof(nyx_sqlite), why, sizeof(why)) < 0)
 		return;
-	}
-	for (i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
-		/* POSIX: a function's address fits the object pointer dlsym
-		 * returns; it is stored through that type */
-		*syms[i].slot = dlsym(h, syms[i].name);
-		if (*syms[i].slot == NULL) {
-			snprintf(why, sizeof(why), "%s has no %s",
-			    NYX_SQLITE_SONAME, syms[i].name);
-			memset(&nyx_sqlite, 0, sizeof(nyx_sqlite));
-			return;
-		}
-	}
 	loaded = true;
 }
 
