@@ -232,11 +232,18 @@ catch_up(struct nyx_ledger *l, int fd, const char *path, int64_t size,
 	    l, NULL, NULL, NULL, covered + (int64_t)start, NULL, err);
 }
 
-/*
- * Append the records of the array recs (borrowed) in one write and one
- * fsync: res[i] says what became of each.  An intent named (one record
- * only) is deleted in the same commit as its index.
- */
+/* Whether the first record of recs (borrowed) is a terminal one. */
+static bool
+is_terminal(jv recs)
+{
+	jv rec = jv_array_get(jv_copy(recs), 0);
+	const char *phase = nyx_json_peek_str(rec, "phase");
+	bool yes = phase != NULL && strcmp(phase, "terminal") == 0;
+
+	jv_free(rec);
+	return yes;
+}
+
 /* The trail's lock (every writer's), and the file checked regular. */
 static int
 lock_trail(int fd, const char *path, struct stat *st, struct nyx_err *err)
@@ -249,6 +256,11 @@ lock_trail(int fd, const char *path, struct stat *st, struct nyx_err *err)
 	return 0;
 }
 
+/*
+ * Append the records of the array recs (borrowed) in one write and one
+ * fsync: res[i] says what became of each.  An intent named (one record
+ * only) is deleted in the same commit as its index.
+ */
 static int
 append(struct nyx_ledger *l, const char *state_dir, jv recs, const char *intent,
     bool fresh, enum nyx_audit_result *res, struct nyx_err *err)
@@ -286,9 +298,8 @@ append(struct nyx_ledger *l, const char *state_dir, jv recs, const char *intent,
 	if (fd < 0)
 		return audit_fail(err, path, errno);
 	/* audit-replay and the other tools may append at the same time */
-	if ((rc = lock_trail(fd, path, &st, err)) < 0)
+	if (lock_trail(fd, path, &st, err) < 0)
 		goto out;
-	rc = -1;
 	/* a fresh run's records need neither a look-up nor an index now */
 	if (!fresh) {
 		int rfd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -371,24 +382,13 @@ append(struct nyx_ledger *l, const char *state_dir, jv recs, const char *intent,
 		goto out;
 	}
 	/*
-	 * A run's terminal record is its last append: unless an intent is
-	 * to be deleted with it, its index is left to the next append's
-	 * catch-up (in any process), off the run's way out.  The line is
-	 * synced; the index is only a cache of it.
+	 * A fresh run's first records, and a run's terminal record (its last
+	 * append) unless an intent is to be deleted with it, are indexed by
+	 * the next catch-up (in any process), off the run's way.  The lines
+	 * are synced; the index is only a cache of them.
 	 */
-	if (fresh)
+	if (fresh || (intent == NULL && n == 1 && is_terminal(recs)))
 		goto done;
-	if (intent == NULL && n == 1) {
-		jv rec = jv_array_get(jv_copy(recs), 0);
-		const char *phase = nyx_json_peek_str(rec, "phase");
-		bool later = phase != NULL && strcmp(phase, "terminal") == 0;
-
-		jv_free(rec);
-		if (later) {
-			rc = 0;
-			goto out;
-		}
-	}
 	/* each line's index, in the order written; the last one covers the
 	 * file to its new end */
 	off = (size_t)st.st_size;
