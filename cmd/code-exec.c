@@ -202,7 +202,7 @@ audit_phase(const struct job *j, const char *owner, const char *phase,
     const struct nyx_exec_outcome *oc)
 {
 	struct nyx_audit_subject sub = {
-	    "code_execute", "cli", owner, j->request_id, j->call_id, false};
+	    "code_execute", "cli", owner, j->request_id, j->call_id, j->fresh};
 
 	nyx_audit_note(j->l, &sub, phase, NULL, NULL, oc);
 }

@@ -591,11 +591,10 @@ note(struct nyx_ledger *l, const struct nyx_audit_subject *s,
 		recs = jv_is_valid(rec) ? jv_array_append(recs, rec)
 		                        : (jv_free(recs), rec);
 	}
-	/* only a run's first records can be known not to be there */
-	rc = jv_is_valid(recs)
-	    ? emit(l, nyx_ledger_dir(l), recs, handle,
-	          s->fresh && oc == NULL && approval_id == NULL, &err)
-	    : -1;
+	/* a fresh run's records cannot be there yet (nyx_audit_subject) */
+	rc = jv_is_valid(recs) ? emit(l, nyx_ledger_dir(l), recs, handle,
+	                             s->fresh && approval_id == NULL, &err)
+	                       : -1;
 	if (rc != 0)
 		nyx_log(NYX_LOG_WARN,
 		    "the %s%s%s audit record%s frozen for audit-replay%s%s",

@@ -51,8 +51,11 @@ struct nyx_audit_subject {
 	const char *owner;
 	const char *request_id;
 	const char *call_id;
-	/* request_id was drawn at random by this process for this run: no
-	 * record of it can be in the trail yet (see nyx_audit_note_started) */
+	/* request_id was drawn at random by this process for this run, and
+	 * this process writes each of the run's records once (a local or
+	 * sync run): none can be in the trail before it writes it, so its
+	 * appends look nothing up and index nothing (the next catch-up
+	 * does); see nyx_audit_note_started */
 	bool fresh;
 };
 

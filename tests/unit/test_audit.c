@@ -12,6 +12,7 @@
 
 #include "nyx_audit.h"
 #include "nyx_ledger.h"
+#include "nyx_outcome.h"
 #include "nyx_test.h"
 
 static int
@@ -173,6 +174,32 @@ main(void)
 			        nyx_ledger_audit_covered(l, &after, &e) == 0 &&
 			        after == (int64_t)st.st_size,
 			    "the index covers the whole file");
+		}
+		/* its terminal record too: one process writes all of a fresh
+		 * run's records, once (a local or sync run) */
+		{
+			struct nyx_exec_outcome oc;
+
+			nyx_exec_outcome_init(&oc);
+			oc.success = true;
+			oc.exit = 0;
+			fs.request_id = "r-7";
+			CHECK(nyx_ledger_audit_covered(l, &before, &e) == 0 &&
+			        nyx_audit_note_started(l, &fs, NULL) == 0 &&
+			        nyx_audit_note(
+			            l, &fs, "terminal", NULL, NULL, &oc) == 0 &&
+			        lines_of(path) == 12,
+			    "fresh: the terminal record appended after the "
+			    "first ones");
+			CHECK(nyx_ledger_audit_covered(l, &after, &e) == 0 &&
+			        after == before,
+			    "fresh: the terminal append neither looks up nor "
+			    "indexes");
+			CHECK(nyx_audit_catch_up(l, dir, &e) == 0 &&
+			        nyx_audit_id(&fs, "terminal", NULL, id) == 0 &&
+			        nyx_ledger_audit_lookup(l, id, c, sm, &e) == 1,
+			    "the next catch-up indexes it");
+			nyx_exec_outcome_free(&oc);
 		}
 	}
 	nyx_ledger_close(l);
