@@ -39,6 +39,9 @@ NYX_CFLAGS := -std=c11 -O2 -g -Wall -Wextra -Wshadow -Wformat=2 \
 	-Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter \
 	-fstack-protector-strong $(WERROR) \
 	$(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
+# Full RELRO: symbols bound at start-up, the GOT read-only before main
+# (and nothing bound lazily in the sandbox's forked waiter).
+NYX_LDFLAGS := -Wl,-z,relro -Wl,-z,now
 # libcurl is not linked: lib/nyx_curl.c opens it on the first HTTP
 # exchange (its headers are enough here).
 # libseccomp compiles the sandbox's filter at build time only
@@ -105,23 +108,23 @@ $(O)/bin/nyx-sandboxd: $(O)/obj/cmd/nyx-sandboxd.o $(O)/libsandboxd.a \
     $(O)/libtool.a $(O)/libnyx.a
 	@mkdir -p $(@D)
 	@$(QCC) LD $@
-	$(Q)$(CC) $(NYX_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(SRV_LIBS) $(LIBS) $(LDLIBS)
+	$(Q)$(CC) $(NYX_CFLAGS) $(CFLAGS) $(NYX_LDFLAGS) $(LDFLAGS) -o $@ $^ $(SRV_LIBS) $(LIBS) $(LDLIBS)
 
 $(O)/bin/%: $(O)/obj/cmd/%.o $(O)/libtool.a $(O)/libnyx.a
 	@mkdir -p $(@D)
 	@$(QCC) LD $@
-	$(Q)$(CC) $(NYX_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS) $(LDLIBS)
+	$(Q)$(CC) $(NYX_CFLAGS) $(CFLAGS) $(NYX_LDFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS) $(LDLIBS)
 
 $(O)/tests/test_sandboxd_%: $(O)/obj/tests/unit/test_sandboxd_%.o \
     $(O)/libsandboxd.a $(O)/libnyx.a
 	@mkdir -p $(@D)
 	@$(QCC) LD $@
-	$(Q)$(CC) $(NYX_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(SRV_LIBS) $(LIBS) $(LDLIBS)
+	$(Q)$(CC) $(NYX_CFLAGS) $(CFLAGS) $(NYX_LDFLAGS) $(LDFLAGS) -o $@ $^ $(SRV_LIBS) $(LIBS) $(LDLIBS)
 
 $(O)/tests/%: $(O)/obj/tests/unit/%.o $(O)/libnyx.a
 	@mkdir -p $(@D)
 	@$(QCC) LD $@
-	$(Q)$(CC) $(NYX_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS) $(LDLIBS)
+	$(Q)$(CC) $(NYX_CFLAGS) $(CFLAGS) $(NYX_LDFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS) $(LDLIBS)
 
 -include $(LIBOBJ:.o=.d) $(TOOLOBJ:.o=.d) $(SRVOBJ:.o=.d) \
     $(PROGS:%=$(O)/obj/cmd/%.d) $(UNITSRC:tests/unit/%.c=$(O)/obj/tests/unit/%.d)
@@ -162,7 +165,7 @@ fuzzers: $(FUZZ_TARGETS:%=$(O)/fuzz/%)
 $(O)/fuzz/%: $(O)/obj/tests/fuzz/%.o $(O)/libsandboxd.a $(O)/libnyx.a
 	@mkdir -p $(@D)
 	@$(QCC) LD $@
-	$(Q)$(CC) $(NYX_CFLAGS) $(CFLAGS) -fsanitize=fuzzer $(LDFLAGS) -o $@ $^ \
+	$(Q)$(CC) $(NYX_CFLAGS) $(CFLAGS) -fsanitize=fuzzer $(NYX_LDFLAGS) $(LDFLAGS) -o $@ $^ \
 	    $(SRV_LIBS) $(LIBS) $(LDLIBS)
 fuzz-build:
 	$(MAKE) O=$(FUZZ_O) CC=clang CFLAGS='$(FUZZ_CFLAGS)' fuzzers

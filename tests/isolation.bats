@@ -108,6 +108,22 @@ post() {
 	rm -rf "$d"
 }
 
+# Full RELRO: every symbol is bound at start-up and the GOT is read-only
+# before main, so a memory bug cannot redirect a library call through it
+# (and the sandbox's waiter binds nothing lazily on a run's path).
+@test "secrets: every program is linked with full RELRO (BIND_NOW)" {
+	[ -z "${NYX_UNDER_VALGRIND:-}" ] || skip "the programs are valgrind wrappers"
+	command -v readelf >/dev/null || skip "no readelf"
+	local p
+	for p in nyx-route-inspect nyx-route-converge code-exec codex-exec \
+		exec-status audit-replay nyx-sandboxd; do
+		run -0 readelf -lW "$NYX_BIN/$p"
+		[[ $output == *GNU_RELRO* ]]
+		run -0 readelf -dW "$NYX_BIN/$p"
+		[[ $output == *"Flags: NOW"* ]] || { echo "$p: not BIND_NOW"; false; }
+	done
+}
+
 # ---- the local sandbox (WIRE 6, revision 2) ----
 
 @test "sandbox: no new user namespace inside (unshare -Ur fails)" {
