@@ -216,6 +216,22 @@ open('work.txt', 'w').write('ok'); print('work: writable')
 	[[ $output != *ran* ]]
 }
 
+# bwrap starts from a vfork()ed child of the waiter: an execve that fails
+# there still says why, and runs nothing.
+@test "fails closed: a bwrap that cannot be executed is 71 and says why" {
+	fake=$(mktemp -d /tmp/nyx-fake-bwrap.XXXXXX)
+	chmod 755 "$fake"
+	# executable, but no binary format the kernel knows (no #!)
+	printf '\177ELF-not-really\n' >"$fake/bwrap"
+	chmod 755 "$fake/bwrap"
+	NYX_BWRAP=$fake/bwrap run -71 --separate-stderr local_run -l bash -e 'echo ran'
+	rm -rf "$fake"
+	jq_ok '.code=="LOCAL_ISOLATION_UNAVAILABLE"'
+	jq_ok '.message|contains("cannot execute /tmp/nyx-fake-bwrap.")'
+	jq_ok '.message|contains("Exec format error")'
+	[[ $output != *ran* ]]
+}
+
 
 # The ledger opens while the sandbox is being set up: a ledger that
 # cannot be used stops the run before its program, as it did when it

@@ -133,6 +133,18 @@ post() {
 	done
 }
 
+# The per-process limits bwrap starts with reach the program, on both
+# backends: address space 4 GiB, no core, files of 256 MiB (bash counts
+# KiB), 256 open files.
+@test "limits: the program runs with the sandbox's address-space, core, file and descriptor limits" {
+	local b
+	for b in local sandboxd; do
+		run out "$b" bash 'echo "as=$(ulimit -v) core=$(ulimit -c) fsize=$(ulimit -f) nofile=$(ulimit -n)"'
+		echo "$b: $output"
+		jq -e '.stdout=="as=4194304 core=0 fsize=262144 nofile=256\n"' <<<"$output"
+	done
+}
+
 @test "sandbox: /tmp and /sandbox are sized tmpfs (64 MiB, NYX_SANDBOX_TMPFS_MB)" {
 	prog='for d in /tmp /sandbox; do dd if=/dev/zero of=$d/fill bs=1M count=80 2>/dev/null; echo "$d $(( $(stat -c %s $d/fill) / 1048576 ))"; done'
 	NYX_SANDBOX_TMPFS_MB=16 run -0 code-exec --backend local -l bash -e "$prog"
