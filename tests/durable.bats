@@ -71,10 +71,9 @@ execs_for() { executions | jq -c --arg k "$1" 'select(.key_sha256==$k)'; }
 }
 
 @test "a one-shot exec-status is one bounded step: pending is 5, and not before next_poll_at" {
-	local due nap=3
-	# the program must still run at the second --now (valgrind is slow)
-	[ -z "${NYX_UNDER_VALGRIND:-}" ] || nap=15
-	run -5 code-exec --no-wait --request-id "$(rid a)" -l bash -e "sleep $nap"
+	local due
+	# the program must still run at the second --now
+	run -5 code-exec --no-wait --request-id "$(rid a)" -l bash -e "sleep $(slow 3 15)"
 	h=$(last_line | jq -r .handle)
 	# next_poll_at, in ms since the epoch
 	due=$(last_line | jq -r '.next_poll_at | capture("^(?<s>[^.]+)(\\.(?<f>[0-9]{3}))?Z$") | (.s + "Z" | fromdateiso8601) * 1000 + ((.f // "0") | tonumber)')
@@ -386,10 +385,8 @@ wait_in_background() {
 }
 
 @test "--wait on an operation another process holds waits until it settles" {
-	local nap=2
-	# the program must outlast both start-ups (valgrind is slow)
-	[ -z "${NYX_UNDER_VALGRIND:-}" ] || nap=10
-	run -5 code-exec --no-wait --request-id "$(rid a)" -l bash -e "sleep $nap; echo done"
+	# the program must outlast both start-ups
+	run -5 code-exec --no-wait --request-id "$(rid a)" -l bash -e "sleep $(slow 2 10); echo done"
 	h=$(last_line | jq -r .handle)
 	wait_in_background "$h"
 	# a cron rerun of the same line, and a second waiter: both get the

@@ -85,3 +85,6 @@ for n, line in enumerate(open(sys.argv[1]).read().split('\n')[:-1], 1):
     print(line)
 PY
 }
+
+# slow NORMAL VALGRIND: a bound or a wait, widened under make valgrind-check
+slow() { if [ -n "${NYX_UNDER_VALGRIND:-}" ]; then echo "$2"; else echo "$1"; fi; }
