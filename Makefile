@@ -40,7 +40,7 @@ NYX_CFLAGS := -std=c11 -O2 -g -Wall -Wextra -Wshadow -Wformat=2 \
 	-fstack-protector-strong $(WERROR) \
 	$(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 # Full RELRO: symbols bound at start-up, the GOT read-only before main
-# (and nothing bound lazily in the sandbox's forked waiter).
+# (and nothing bound lazily on a local run's path).
 NYX_LDFLAGS := -Wl,-z,relro -Wl,-z,now
 # libcurl is not linked: lib/nyx_curl.c opens it on the first HTTP
 # exchange (its headers are enough here).
@@ -197,8 +197,9 @@ asan:
 	    LDFLAGS='-fsanitize=address,undefined $(LDFLAGS)' check
 
 # Every test again with each tool run under valgrind (wrapper scripts);
-# a forked child that never execs (the sandbox's waiter) is not reported,
-# and no vgdb FIFOs are made (a kill -9 would leave them in TMPDIR).
+# a child before its exec (valgrind runs the sandbox's vfork as a fork)
+# is not reported, and no vgdb FIFOs are made (a kill -9 would leave
+# them in TMPDIR).
 valgrind-check: all
 	@mkdir -p $(O)/valgrind-bin
 	@for p in $(PROGS); do \

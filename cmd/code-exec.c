@@ -376,8 +376,8 @@ run_local(const struct opts *o, const struct nyx_common *cm,
 	}
 	audit_phase(j, owner, "terminal", &oc);
 	code = finish_outcome(o, j, &oc, "local", started);
-	/* freed last: the sandbox's waiter has ended by now, and is reaped
-	 * without a wait */
+	/* freed last: bwrap, which reported the program's end, has
+	 * ended by now, and is reaped without a wait */
 	nyx_sandbox_result_free(&res);
 	nyx_exec_outcome_free(&oc);
 	return code;

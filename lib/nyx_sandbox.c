@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
-#include <grp.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
@@ -69,11 +68,12 @@ nyx_sandbox_result_free(struct nyx_sandbox_result *res)
 		return;
 	nyx_buf_free(&res->out);
 	nyx_buf_free(&res->err);
-	/* it ends with bwrap, whose end the run already saw */
-	while (res->waiter > 0 && waitpid(res->waiter, NULL, 0) < 0 &&
+	/* bwrap, whose report of the program's end the run already saw,
+	 * is about to end, or has */
+	while (res->bwrap > 0 && waitpid(res->bwrap, NULL, 0) < 0 &&
 	    errno == EINTR)
 		;
-	res->waiter = 0;
+	res->bwrap = 0;
 }
 
 static bool
@@ -260,57 +260,77 @@ struct child_plan {
 	const char *bwrap;
 	const char **argv;
 	char **envp;
-	int out_w, err_w, status_w, src, seccomp, cgroup_procs;
-	int gate; /* the caller's go-ahead (nyx_sandbox_req.ready), or -1 */
+	/* bwrap's 0 to 7: /dev/null, the program's two output pipes,
+	 * --json-status-fd, --ro-bind-data, --seccomp, --block-fd and
+	 * --info-fd */
+	int out_w, err_w, status_w, src, seccomp, blk_r, info_w;
+	int cgroup_procs;
 	bool drop;
 	rlim_t cpu;
 	pid_t parent;
 };
 
-/* A pipe whose ends are 10 or above, clear of the 0-7 of bwrap's. */
+/*
+ * A pipe, or a socket pair (a write to a reader gone fails, and raises no
+ * SIGPIPE), whose ends are 10 or above, clear of the 0-7 of bwrap's.
+ */
 static int
-high_pipe(int fds[2])
+high_fds(int fds[2], bool sock)
 {
 	int p[2], i;
 
-	if (pipe2(p, O_CLOEXEC) < 0)
+	if ((sock ? socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p)
+	          : pipe2(p, O_CLOEXEC)) < 0)
 		return -1;
 	for (i = 0; i < 2; i++) {
 		fds[i] = fcntl(p[i], F_DUPFD_CLOEXEC, 10);
 		close(p[i]);
-		if (fds[i] < 0)
+		if (fds[i] < 0) {
+			if (i == 1)
+				close(fds[0]);
 			return -1;
+		}
 	}
 	return 0;
 }
 
 /*
- * Set the task cap of the process bwrap names in "{"child-pid": N" on
- * info_r: the sandbox's first process, which waits on --block-fd with
- * every namespace set up, and starts the program only then, so the
- * program and all it starts inherit the limit.  This waiter runs with the
- * sandbox's credentials (nobody under root), which is what lets it set a
- * limit on a process in the sandbox's user namespace without
- * CAP_SYS_RESOURCE; the count is the one prlimit(1) run inside would
- * see, without its exec.  -1 with errno.  A forked child of a threaded
- * process (nyx-sandboxd): async-signal-safe calls only.
+ * The process bwrap names in "{"child-pid": N" on info_r: the sandbox's
+ * first process, which waits on --block-fd with every namespace and
+ * mount set up, and starts the program only then.  Read to EOF (bwrap
+ * writes it all, then closes its end), looking at the cancel flag and
+ * the deadline meanwhile.  0, or -1 with errno: ENOENT when bwrap ended
+ * before it named a process (its stderr says why), ETIMEDOUT, ECANCELED.
  */
 static int
-cap_tasks(int info_r, pid_t *first)
+first_process(
+    int info_r, const volatile int *cancel, int64_t deadline, pid_t *first)
 {
 	static const char key[] = "\"child-pid\":";
-	struct rlimit rl = {NYX_SANDBOX_TASKS, NYX_SANDBOX_TASKS};
 	char buf[1024];
 	size_t len = 0;
 	const char *k;
 	long n = 0;
 
-	for (;;) { /* to EOF: bwrap writes it all, then closes its end */
+	for (;;) {
+		struct pollfd pf = {info_r, POLLIN, 0};
 		char drain[256];
-		ssize_t r = len < sizeof(buf) - 1
+		ssize_t r;
+		int64_t left = deadline - nyx_mono_ms();
+
+		if (cancel != NULL && *cancel) {
+			errno = ECANCELED;
+			return -1;
+		}
+		if (left <= 0) {
+			errno = ETIMEDOUT;
+			return -1;
+		}
+		if (poll(&pf, 1, left < 100 ? (int)left : 100) <= 0)
+			continue; /* EINTR, or another look at the flag */
+		r = len < sizeof(buf) - 1
 		    ? read(info_r, buf + len, sizeof(buf) - 1 - len)
 		    : read(info_r, drain, sizeof(drain));
-
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
@@ -320,7 +340,7 @@ cap_tasks(int info_r, pid_t *first)
 	}
 	buf[len] = '\0';
 	if ((k = strstr(buf, key)) == NULL) {
-		errno = ENOENT; /* bwrap failed before it named a process */
+		errno = ENOENT;
 		return -1;
 	}
 	for (k += sizeof(key) - 1; *k == ' '; k++)
@@ -332,159 +352,98 @@ cap_tasks(int info_r, pid_t *first)
 		return -1;
 	}
 	*first = (pid_t)n;
-	return prlimit((pid_t)n, RLIMIT_NPROC, &rl, NULL);
+	return 0;
 }
 
 /*
- * The forked child, once bwrap runs beside it: cap the sandbox, let it go
- * on, then wait and end as bwrap ended (the parent reads the status).  A
- * cap that cannot be set kills the sandbox, still blocked before the
- * program, and says so on the status descriptor: {"nyx-cap-errno": E}.
+ * Set the task cap on the sandbox's first process.  prlimit(2) lets a
+ * caller without CAP_SYS_RESOURCE in the sandbox's user namespace (root
+ * in a container often lacks it) limit a process whose real, effective
+ * and saved ids are the caller's real ids.  Under root those are
+ * nobody's: this thread then takes nobody's as its real ids for the one
+ * call, root staying its effective and saved ids (so it keeps its
+ * capabilities), and takes its own back.  Raw system calls: this thread
+ * only, not every thread of a threaded caller.  0, or -1 with errno.
  */
-static _Noreturn void
-wait_bwrap(pid_t bw, int info_r, int blk_w, int gate)
+static int
+cap_first(pid_t first, bool drop)
 {
-	struct sigaction ign;
-	int status = 0, e;
-	pid_t first = 0;
+	struct rlimit cap = {NYX_SANDBOX_TASKS, NYX_SANDBOX_TASKS};
+	uid_t uid = getuid();
+	gid_t gid = getgid();
+	int rc, e;
 
-	/* a bwrap that died after naming the sandbox closes the block
-	 * pipe: the byte fails with EPIPE, and its exit is still what this
-	 * waiter reports */
-	memset(&ign, 0, sizeof(ign));
-	ign.sa_handler = SIG_IGN;
-	sigaction(SIGPIPE, &ign, NULL);
-	/* the parent's pipes end with bwrap's ends, not this copy's */
-	close(0);
-	close(1);
-	close(2);
-	close(4);
-	close(5);
-	if (cap_tasks(info_r, &first) == 0) {
-		char go = 'g';
-
-		/* the caller's go-ahead, when it asked to give one: without
-		 * it the sandbox is killed, still blocked before the program */
-		if (gate >= 0 && (read(gate, &go, 1) != 1 || go != 'g')) {
-			kill(first, SIGKILL);
-			kill(bw, SIGKILL);
-		} else {
-			(void)!write(blk_w, "g", 1);
-			close(blk_w);
-			blk_w = -1;
-		}
-	} else if ((e = errno) != ENOENT) {
-		char msg[48] = "{\"nyx-cap-errno\": ", *q = msg + strlen(msg);
-		char digits[12];
-		int i = 0;
-
-		/* the byte never comes: it is killed while it waits */
-		if (first > 1)
-			kill(first, SIGKILL);
-		kill(bw, SIGKILL);
-		do
-			digits[i++] = (char)('0' + e % 10);
-		while ((e /= 10) > 0 && i < 11);
-		while (i > 0)
-			*q++ = digits[--i];
-		*q++ = '}';
-		*q++ = '\n';
-		(void)!write(3, msg, (size_t)(q - msg));
+	if ((rc = prlimit(first, RLIMIT_NPROC, &cap, NULL)) == 0 ||
+	    errno != EPERM || !drop)
+		return rc;
+	if (syscall(SYS_setresgid, NOBODY, -1, -1) < 0)
+		return -1;
+	if (syscall(SYS_setresuid, NOBODY, -1, -1) < 0) {
+		e = errno;
+		if (syscall(SYS_setresgid, gid, -1, -1) < 0)
+			abort();
+		errno = e;
+		return -1;
 	}
-	close(3);
-	close(info_r);
-	if (gate >= 0)
-		close(gate);
-	while (waitpid(bw, &status, 0) < 0)
-		if (errno != EINTR)
-			_exit(125);
-	if (blk_w >= 0)
-		close(blk_w);
-	if (WIFSIGNALED(status)) {
-		struct sigaction dfl;
-
-		memset(&dfl, 0, sizeof(dfl));
-		dfl.sa_handler = SIG_DFL;
-		sigaction(WTERMSIG(status), &dfl, NULL);
-		kill(getpid(), WTERMSIG(status));
-	}
-	_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 125);
+	rc = prlimit(first, RLIMIT_NPROC, &cap, NULL);
+	e = errno;
+	/* the effective id is still root's: this cannot fail, and a thread
+	 * left with another real id must not go on */
+	if (syscall(SYS_setresuid, uid, -1, -1) < 0 ||
+	    syscall(SYS_setresgid, gid, -1, -1) < 0)
+		abort();
+	errno = e;
+	return rc;
 }
 
 /*
- * The waiter's vfork()ed child, which shares its memory until execve:
- * system calls on its own frame only, then execve or _exit.  bwrap dies
- * with the waiter, and waits on --block-fd 6 for the cap before it
- * starts the program; --info-fd 7 names it.
+ * The vfork()ed child, which runs on the caller's memory until execve:
+ * system calls on this frame only, then execve or _exit.  Every signal
+ * is blocked (the caller did so before vfork), so no handler of the
+ * caller's runs here; dispositions go back to default, then the mask is
+ * cleared.  The credentials change through raw system calls: glibc's
+ * wrappers would signal every thread of a threaded caller (nyx-sandboxd)
+ * to change theirs too.
  */
 static _Noreturn __attribute__((noinline)) void
-exec_bwrap(const struct child_plan *p, pid_t waiter, int blk_r, int info_w)
-{
-	struct rlimit as = {4ul << 30, 4ul << 30};
-	const char *why;
-
-	/* bwrap's and the program's, not the waiter's: the limits are each
-	 * process's own (and ASan's waiter maps far more than 4 GiB) */
-	setrlimit(RLIMIT_AS, &as);
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != waiter ||
-	    dup2(blk_r, 6) < 0 || dup2(info_w, 7) < 0)
-		_exit(125);
-	closefrom(8);
-	execve(p->bwrap, (char *const *)p->argv, p->envp);
-	/* say why on the captured stderr (the parent reports it), with no
-	 * buffer: this frame is the waiter's stack */
-	why = strerror(errno);
-	(void)!write(2, "cannot execute ", 15);
-	(void)!write(2, p->bwrap, strlen(p->bwrap));
-	(void)!write(2, ": ", 2);
-	(void)!write(2, why, strlen(why));
-	(void)!write(2, "\n", 1);
-	_exit(127);
-}
-
-/* In the child: never returns. */
-static void
-exec_child(const struct child_plan *p)
+exec_bwrap(const struct child_plan *p)
 {
 	struct rlimit rl;
 	struct sigaction dfl;
 	sigset_t none;
-	int devnull = -1, sig, info[2], blk[2], i;
-	int out_w = p->out_w, err_w = p->err_w, status_w = p->status_w;
-	int src = p->src, seccomp = p->seccomp, gate = p->gate;
-	int *const fds[] = {
-	    &devnull, &out_w, &err_w, &status_w, &src, &seccomp, &gate};
-	pid_t self, bw;
+	const char *why;
+	int devnull = -1, sig, i;
+	int fd[8] = {-1, p->out_w, p->err_w, p->status_w, p->src, p->seccomp,
+	    p->blk_r, p->info_w};
 
 	setpgid(0, 0);
 	/* into the run's cgroup first: everything after is held by it */
 	if (p->cgroup_procs >= 0 && write(p->cgroup_procs, "0", 1) != 1)
 		_exit(125);
-	/* ignored or blocked signals survive execve: reset them */
+	/* ignored signals survive execve: reset them, then unblock */
 	memset(&dfl, 0, sizeof(dfl));
 	dfl.sa_handler = SIG_DFL;
 	for (sig = 1; sig < NSIG; sig++)
 		sigaction(sig, &dfl, NULL);
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-	/* each descriptor to place is first moved clear of 0-9: one that
-	 * happens to be 4 must not be closed by the dup2 onto 4 of another */
-	devnull = open("/dev/null", O_RDONLY);
-	for (i = 0; i < 7; i++)
-		if (*fds[i] >= 0 &&
-		    (*fds[i] = fcntl(*fds[i], F_DUPFD_CLOEXEC, 10)) < 0)
-			_exit(125);
-	if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out_w, 1) < 0 ||
-	    dup2(err_w, 2) < 0 || dup2(status_w, 3) < 0 || dup2(src, 4) < 0 ||
-	    dup2(seccomp, 5) < 0 || (gate >= 0 && dup2(gate, 6) < 0))
+	/*
+	 * Each descriptor to place is first moved clear of 0-9: one that
+	 * happens to be 4 must not be closed by the dup2 onto 4 of another.
+	 */
+	fd[0] = devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (devnull < 0)
 		_exit(125);
-	gate = gate >= 0 ? 6 : -1;
-	closefrom(gate >= 0 ? 7 : 6);
+	for (i = 0; i < 8; i++)
+		if ((fd[i] = fcntl(fd[i], F_DUPFD_CLOEXEC, 10)) < 0)
+			_exit(125);
+	for (i = 0; i < 8; i++)
+		if (dup2(fd[i], i) < 0)
+			_exit(125);
+	closefrom(8);
 	rl.rlim_cur = p->cpu;
 	rl.rlim_max = p->cpu + 1;
 	setrlimit(RLIMIT_CPU, &rl);
 	/*
-	 * The task cap is the sandbox's own: wait_bwrap() sets it on the
+	 * The task cap is the sandbox's own: the caller sets it on the
 	 * sandbox's first process, inside its user namespace, where the
 	 * kernel (5.14+) counts only the sandbox's tasks, threads included.
 	 * Outside, root lifts the limit it would otherwise impose on all of
@@ -500,32 +459,58 @@ exec_child(const struct child_plan *p)
 	setrlimit(RLIMIT_NOFILE, &rl);
 	rl.rlim_cur = rl.rlim_max = 0;
 	setrlimit(RLIMIT_CORE, &rl);
+	rl.rlim_cur = rl.rlim_max = 4ul << 30;
+	setrlimit(RLIMIT_AS, &rl);
 	if (p->drop &&
-	    (setgroups(0, NULL) < 0 || setresgid(NOBODY, NOBODY, NOBODY) < 0 ||
-	        setresuid(NOBODY, NOBODY, NOBODY) < 0))
+	    (syscall(SYS_setgroups, 0, NULL) < 0 ||
+	        syscall(SYS_setresgid, NOBODY, NOBODY, NOBODY) < 0 ||
+	        syscall(SYS_setresuid, NOBODY, NOBODY, NOBODY) < 0))
 		_exit(125);
 	/*
-	 * Die with the parent from here on (bwrap's --die-with-parent only
+	 * Die with the caller from here on (bwrap's --die-with-parent only
 	 * starts once bwrap runs): set after the credentials change, which
-	 * clears it, and checked against a parent that died already.
+	 * clears it, and checked against a caller that died already.
 	 */
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != p->parent ||
-	    high_pipe(info) < 0 || high_pipe(blk) < 0)
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != p->parent)
 		_exit(125);
-	self = getpid();
-	/* vfork: starting bwrap copies no page table of this waiter, and
-	 * takes no copy-on-write fault (about 1 ms a run; bench/README.md) */
-	bw = vfork();
-	if (bw < 0)
-		_exit(125);
-	if (bw == 0)
-		exec_bwrap(p, self, blk[0], info[1]);
-	close(info[1]);
-	close(blk[0]);
-	/* bwrap runs: tell the caller, which waits for it (below) */
-	if (gate >= 0)
-		(void)!send(gate, "s", 1, MSG_NOSIGNAL);
-	wait_bwrap(bw, info[0], blk[1], gate);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	execve(p->bwrap, (char *const *)p->argv, p->envp);
+	/* say why on the captured stderr (the caller reports it), with no
+	 * buffer: this frame is on the caller's stack */
+	why = strerror(errno);
+	(void)!write(2, "cannot execute ", 15);
+	(void)!write(2, p->bwrap, strlen(p->bwrap));
+	(void)!write(2, ": ", 2);
+	(void)!write(2, why, strlen(why));
+	(void)!write(2, "\n", 1);
+	_exit(127);
+}
+
+/*
+ * Start bwrap as this process's child with vfork: no page table is
+ * copied, no copy-on-write fault taken, and no process stands between
+ * the caller and bwrap (bench/README.md).  All signals stay blocked in
+ * the caller until the child has gone on to bwrap.  The pid, or -1.
+ */
+static pid_t
+spawn_bwrap(const struct child_plan *p)
+{
+	sigset_t all, old;
+	pid_t pid;
+	int e;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pid = vfork();
+	if (pid == 0)
+		exec_bwrap(p);
+	e = errno;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (pid > 0)
+		setpgid(pid, pid); /* also in the child: no race either way */
+	errno = e;
+	return pid;
 }
 
 /* Keep up to the cap, drain the rest.  Returns 0 at EOF, 1 otherwise. */
@@ -580,24 +565,38 @@ status_number(const struct nyx_buf *status, const char *key, int *out)
 	return true;
 }
 
-static int
+/* What the pipe holds now, up to the cap, without waiting for its EOF. */
+static void
+drain(int fd, struct nyx_buf *b, bool *truncated)
+{
+	struct pollfd pf = {fd, POLLIN, 0};
+
+	while (poll(&pf, 1, 0) == 1 && (pf.revents & POLLIN) &&
+	    pump(fd, b, truncated) == 1)
+		;
+}
+
+/*
+ * Collect the output until the run is over, killing it at the deadline
+ * or on cancel.  Whether the sandbox was set up ({"child-pid": N}).
+ */
+static bool
 supervise(pid_t pid, int out_r, int err_r, int status_r, int64_t t0,
     int timeout_secs, const volatile int *cancel,
-    struct nyx_sandbox_result *res, bool *started, int *cap_errno)
+    struct nyx_sandbox_result *res)
 {
 	struct pollfd pf[4];
 	struct nyx_buf status = NYX_BUF_ZERO;
 	int64_t deadline = t0 + timeout_secs * 1000LL;
 	int64_t reaped_at = 0;
 	bool open_out = true, open_err = true, open_st = true, reaped = false;
-	bool killed = false, dummy = false;
-	int wstatus = 0, pfd = pid_fd(pid);
+	bool killed = false, dummy = false, started;
+	int wstatus = 0, pfd = pid_fd(pid), code;
 
 	nyx_buf_init(&status, 4096);
 	/*
-	 * The run is over when bwrap's three pipes are: the waiter, which
-	 * ends after bwrap, is reaped later (nyx_sandbox_result_free), so
-	 * its exit costs the run no wake-up.
+	 * The run is over when bwrap's three pipes are, or sooner, when
+	 * bwrap reports the program's end (below).
 	 */
 	while (open_out || open_err || open_st) {
 		int64_t now = nyx_mono_ms();
@@ -651,6 +650,21 @@ supervise(pid_t pid, int out_r, int err_r, int status_r, int64_t t0,
 			else
 				open_st = pump(status_r, &status, &dummy);
 		}
+		/*
+		 * {"exit-code": N} comes once the sandbox's first process is
+		 * reaped, which the kernel does only after every process of
+		 * its pid namespace has gone: all the output there will ever
+		 * be is in the pipes.  bwrap's own exit, which closes them,
+		 * is not waited for (about 1 ms; bench/README.md); it is
+		 * reaped later, by nyx_sandbox_result_free().
+		 */
+		if (status_number(&status, "\"exit-code\": ", &code)) {
+			if (open_out)
+				drain(out_r, &res->out, &res->out_truncated);
+			if (open_err)
+				drain(err_r, &res->err, &res->err_truncated);
+			break;
+		}
 		if (!reaped && waitpid(pid, &wstatus, WNOHANG) == pid) {
 			reaped = true;
 			reaped_at = nyx_mono_ms();
@@ -658,20 +672,17 @@ supervise(pid_t pid, int out_r, int err_r, int status_r, int64_t t0,
 	}
 	if (pfd >= 0)
 		close(pfd);
-	while (open_st)
+	while (open_st && !status_number(&status, "\"exit-code\": ", &code))
 		open_st = pump(status_r, &status, &dummy);
 	res->elapsed_ms = (long)(nyx_mono_ms() - t0);
-	/* bwrap reports {"child-pid": N} once the sandbox is set up; the
-	 * waiter, a task cap it could not set (the program never ran) */
-	(void)status_number(&status, "\"nyx-cap-errno\": ", cap_errno);
-	*started = *cap_errno == 0 && status.data != NULL &&
-	    strstr(status.data, "\"child-pid\"") != NULL;
+	/* bwrap reports {"child-pid": N} once the sandbox is set up */
+	started =
+	    status.data != NULL && strstr(status.data, "\"child-pid\"") != NULL;
 	/* the program's end, as bwrap saw it ({"exit-code": N}, 128 + the
-	 * signal); without it (bwrap killed, or it failed), the waiter's,
-	 * which ends as bwrap ended */
+	 * signal); without it (bwrap killed, or it failed), bwrap's own */
 	if (status_number(&status, "\"exit-code\": ", &res->exit_code)) {
 		if (!reaped)
-			res->waiter = pid;
+			res->bwrap = pid;
 	} else if (!reaped && waitpid(pid, &wstatus, 0) != pid) {
 		res->exit_code = 125;
 	} else if (WIFEXITED(wstatus)) {
@@ -680,7 +691,7 @@ supervise(pid_t pid, int out_r, int err_r, int status_r, int64_t t0,
 		res->exit_code = 128 + WTERMSIG(wstatus);
 	}
 	nyx_buf_free(&status);
-	return 0;
+	return started;
 }
 
 int
@@ -693,14 +704,14 @@ nyx_sandbox_run(const struct nyx_sandbox_req *rq,
 	char keyv[512] = "", urlv[1200] = "";
 	const char *file = NULL;
 	int out[2] = {-1, -1}, errp[2] = {-1, -1}, st[2] = {-1, -1}, src = -1;
-	int seccomp = -1, gate[2] = {-1, -1}, ready = 0;
+	int seccomp = -1, info[2] = {-1, -1}, blk[2] = {-1, -1}, ready = 0;
 	int64_t t0;
 	struct nyx_cgroup cg = {.procs_fd = -1};
 	size_t argc = 0, envc = 0, i;
 	struct child_plan plan;
-	bool started = false, drop = geteuid() == 0;
+	bool started = false, drop = geteuid() == 0, go = false;
 	int cap_errno = 0;
-	pid_t pid;
+	pid_t pid, first = 0;
 	int rc = -1;
 
 	memset(res, 0, sizeof(*res));
@@ -799,11 +810,11 @@ nyx_sandbox_run(const struct nyx_sandbox_req *rq,
 	if (nyx_cgroup_open(&cg, err) < 0)
 		goto out;
 	res->limits = cg.on ? "cgroup" : "rlimit";
-	/* the go-ahead is a socket: a waiter that died cannot SIGPIPE us */
+	/* the go-ahead is a socket: a bwrap gone cannot SIGPIPE us */
 	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 ||
-	    pipe2(st, O_CLOEXEC) < 0 ||
-	    (rq->ready != NULL &&
-	        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, gate) < 0)) {
+	    pipe2(st, O_CLOEXEC) < 0 || high_fds(info, false) < 0 ||
+	    high_fds(blk, true) < 0 || fcntl(out[0], F_SETFL, O_NONBLOCK) < 0 ||
+	    fcntl(errp[0], F_SETFL, O_NONBLOCK) < 0) {
 		nyx_err_set(err, NYX_EXIT_OSERR, "sandbox_failed", "pipe: %s",
 		    strerror(errno));
 		goto out;
@@ -816,57 +827,71 @@ nyx_sandbox_run(const struct nyx_sandbox_req *rq,
 	plan.err_w = errp[1];
 	plan.status_w = st[1];
 	plan.src = src;
-	plan.drop = drop;
 	plan.seccomp = seccomp;
+	plan.blk_r = blk[0];
+	plan.info_w = info[1];
+	plan.drop = drop;
 	plan.cgroup_procs = cg.procs_fd;
-	plan.gate = gate[0];
 	plan.parent = getpid();
 	plan.cpu = (rlim_t)rq->timeout_secs + 1;
-	pid = fork();
+	pid = spawn_bwrap(&plan);
 	if (pid < 0) {
-		nyx_err_set(err, NYX_EXIT_OSERR, "sandbox_failed", "fork: %s",
+		nyx_err_set(err, NYX_EXIT_OSERR, "sandbox_failed", "vfork: %s",
 		    strerror(errno));
 		goto out;
 	}
-	if (pid == 0)
-		exec_child(&plan);
-	setpgid(pid, pid); /* also in the child: no race either way */
 	close(out[1]);
 	close(errp[1]);
 	close(st[1]);
-	out[1] = errp[1] = st[1] = -1;
-	if (rq->ready != NULL) {
-		char s;
-
-		/*
-		 * Sleep until the waiter has started bwrap (or is gone): the
-		 * scheduler then wakes this process on an idle CPU, where the
-		 * caller's work overlaps bwrap's set-up, instead of leaving
-		 * the waiter queued behind it on this one (1 to 2 ms a run;
-		 * bench/README.md).
-		 */
-		close(gate[0]);
-		gate[0] = -1;
-		(void)!recv(gate[1], &s, 1, 0);
-		/* bwrap sets the sandbox up meanwhile, on its own */
+	close(info[1]);
+	close(blk[0]);
+	out[1] = errp[1] = st[1] = info[1] = blk[0] = -1;
+	/* bwrap sets the sandbox up meanwhile, on its own, on another CPU
+	 * where there is one: the caller's work overlaps it */
+	if (rq->ready != NULL)
 		ready = rq->ready(rq->ready_ctx, err);
-		/* a waiter gone already (bwrap failed) says why below */
-		if (ready == 0)
-			(void)!send(gate[1], "g", 1, MSG_NOSIGNAL);
-		close(gate[1]);
-		gate[1] = -1;
+	/* the task cap on the sandbox's first process, which holds every
+	 * other (cap_first), then the go-ahead */
+	if (ready == 0) {
+		if (first_process(info[0], rq->cancel,
+		        nyx_mono_ms() + rq->timeout_secs * 1000LL,
+		        &first) < 0 ||
+		    cap_first(first, drop) < 0)
+			cap_errno = errno;
+		else
+			go = send(blk[1], "g", 1, MSG_NOSIGNAL) == 1;
 	}
+	if (!go) {
+		/* killed while it waits for the byte: the program never
+		 * starts (closing the socket alone would let it go on) */
+		if (first > 1)
+			kill(first, SIGKILL);
+		kill(-pid, SIGKILL);
+		kill(pid, SIGKILL);
+	}
+	close(blk[1]);
+	close(info[0]);
+	blk[1] = info[0] = -1;
 	t0 = nyx_mono_ms(); /* the run's clock starts with the program */
-	if (ready == 0 && rq->running != NULL)
+	if (go && rq->running != NULL)
 		rq->running(rq->ready_ctx);
-	supervise(pid, out[0], errp[0], st[0], t0, rq->timeout_secs, rq->cancel,
-	    res, &started, &cap_errno);
+	started = supervise(
+	    pid, out[0], errp[0], st[0], t0, rq->timeout_secs, rq->cancel, res);
 	if (ready < 0) {
 		/* stopped before the program: the caller's error stands */
 		nyx_sandbox_result_free(res);
 		goto out;
 	}
-	if (cap_errno != 0) {
+	/*
+	 * Before the go-ahead: a stop is the run's cancellation; bwrap that
+	 * never named the sandbox (ENOENT: it ended, and its stderr says
+	 * why; ETIMEDOUT: not within the run's time) did not set it up.
+	 */
+	if (cap_errno == ECANCELED)
+		started = res->cancelled = true;
+	else if (cap_errno == ENOENT || cap_errno == ETIMEDOUT)
+		started = false;
+	else if (cap_errno != 0) {
 		nyx_err_set(err, NYX_EXIT_OSERR, "LOCAL_ISOLATION_UNAVAILABLE",
 		    "cannot set the sandbox's task limit (%s); refusing to run "
 		    "the program without it.",
@@ -890,8 +915,10 @@ nyx_sandbox_run(const struct nyx_sandbox_req *rq,
 	rc = 0;
 out:
 	for (i = 0; i < 2; i++) {
-		if (gate[i] >= 0)
-			close(gate[i]);
+		if (info[i] >= 0)
+			close(info[i]);
+		if (blk[i] >= 0)
+			close(blk[i]);
 		if (out[i] >= 0)
 			close(out[i]);
 		if (errp[i] >= 0)

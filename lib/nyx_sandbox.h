@@ -71,9 +71,9 @@ struct nyx_sandbox_result {
 	long elapsed_ms;
 	/* how the sandbox as a whole was limited: "cgroup" or "rlimit" */
 	const char *limits;
-	/* the sandbox's waiting process, when it outlived the run's end (its
-	 * status was not needed): nyx_sandbox_result_free() reaps it */
-	pid_t waiter;
+	/* bwrap, when the run ended on its report, before bwrap itself
+	 * had: nyx_sandbox_result_free() reaps it */
+	pid_t bwrap;
 };
 
 /* Whether the language is one of the four. */

@@ -163,6 +163,32 @@ now_ms() { date +%s%3N; }
 	fi
 }
 
+# The run ends on bwrap's report of the program's end, not on the EOF of
+# its pipes (bwrap's own exit comes later): what they hold then is
+# drained, to the last byte.  The program widens its pipes to 1 MiB and
+# fills them while code-exec is stopped, so that the output and the
+# report are there together when it goes on.
+@test "output written as the program ends is kept to the last byte" {
+	local pid
+	code-exec --backend local -l python -e "import fcntl, os, time
+fcntl.fcntl(1, 1031, 1 << 20)  # F_SETPIPE_SZ
+fcntl.fcntl(2, 1031, 1 << 20)
+time.sleep($(slow 1 8))
+os.write(1, b'o' * 900000 + b'END')
+os.write(2, b'e' * 900000 + b'END')
+os._exit(0)" >"$BATS_TEST_TMPDIR/out" &
+	pid=$!
+	sleep "$(slow 0.5 6)"
+	kill -STOP "$pid"
+	sleep "$(slow 1.5 6)"
+	kill -CONT "$pid"
+	wait "$pid"
+	output=$(cat "$BATS_TEST_TMPDIR/out")
+	jq_ok '(.output.stdout|length)==900003 and (.output.stdout|endswith("oEND"))'
+	jq_ok '(.output.stderr|length)==900003 and (.output.stderr|endswith("eEND"))'
+	jq_ok '.output.stdout_truncated==false and .output.stderr_truncated==false'
+}
+
 @test "isolation: no network, no caller files, no host processes, clean env" {
 	echo "host secret" >"$HOME/secret.txt"
 	port=${NYX_TEST_BASE##*:}
@@ -214,7 +240,7 @@ open('work.txt', 'w').write('ok'); print('work: writable')
 	[[ $output != *ran* ]]
 }
 
-# bwrap starts from a vfork()ed child of the waiter: an execve that fails
+# bwrap starts from a vfork()ed child of code-exec: an execve that fails
 # there still says why, and runs nothing.
 @test "fails closed: a bwrap that cannot be executed is 71 and says why" {
 	fake=$(mktemp -d /tmp/nyx-fake-bwrap.XXXXXX)

@@ -110,7 +110,7 @@ post() {
 
 # Full RELRO: every symbol is bound at start-up and the GOT is read-only
 # before main, so a memory bug cannot redirect a library call through it
-# (and the sandbox's waiter binds nothing lazily on a run's path).
+# (and nothing is bound lazily on a local run's path).
 @test "secrets: every program is linked with full RELRO (BIND_NOW)" {
 	[ -z "${NYX_UNDER_VALGRIND:-}" ] || skip "the programs are valgrind wrappers"
 	command -v readelf >/dev/null || skip "no readelf"
