@@ -254,8 +254,9 @@ uncertain_submit() {
 	[[ $stderr != *SECRET* ]]
 	not grep -r -a -q SECRET "$NYX_STATE_DIR"
 	# a result that arrives while the status is not terminal is still
-	# pending: the result is fetched only on succeeded/failed
-	run -5 code-exec --no-wait --request-id "$(rid b)" -l bash -e 'sleep 2'
+	# pending: the result is fetched only on succeeded/failed (the
+	# program outlasts the next step's start, under valgrind too)
+	run -5 code-exec --no-wait --request-id "$(rid b)" -l bash -e "sleep $(slow 2 10)"
 	h=$(last_line | jq -r .handle)
 	clear_faults
 	clear_requests
