@@ -271,30 +271,6 @@ struct child_plan {
 };
 
 /*
- * A pipe, or a socket pair (a write to a reader gone fails, and raises no
- * SIGPIPE), whose ends are 10 or above, clear of the 0-7 of bwrap's.
- */
-static int
-high_fds(int fds[2], bool sock)
-{
-	int p[2], i;
-
-	if ((sock ? socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p)
-	          : pipe2(p, O_CLOEXEC)) < 0)
-		return -1;
-	for (i = 0; i < 2; i++) {
-		fds[i] = fcntl(p[i], F_DUPFD_CLOEXEC, 10);
-		close(p[i]);
-		if (fds[i] < 0) {
-			if (i == 1)
-				close(fds[0]);
-			return -1;
-		}
-	}
-	return 0;
-}
-
-/*
  * The process bwrap names in "{"child-pid": N" on info_r: the sandbox's
  * first process, which waits on --block-fd with every namespace and
  * mount set up, and starts the program only then.  Read to EOF (bwrap
@@ -812,8 +788,9 @@ nyx_sandbox_run(const struct nyx_sandbox_req *rq,
 	res->limits = cg.on ? "cgroup" : "rlimit";
 	/* the go-ahead is a socket: a bwrap gone cannot SIGPIPE us */
 	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 ||
-	    pipe2(st, O_CLOEXEC) < 0 || high_fds(info, false) < 0 ||
-	    high_fds(blk, true) < 0 || fcntl(out[0], F_SETFL, O_NONBLOCK) < 0 ||
+	    pipe2(st, O_CLOEXEC) < 0 || pipe2(info, O_CLOEXEC) < 0 ||
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, blk) < 0 ||
+	    fcntl(out[0], F_SETFL, O_NONBLOCK) < 0 ||
 	    fcntl(errp[0], F_SETFL, O_NONBLOCK) < 0) {
 		nyx_err_set(err, NYX_EXIT_OSERR, "sandbox_failed", "pipe: %s",
 		    strerror(errno));
