@@ -2,8 +2,9 @@
 # (a) local sandbox overhead: code-exec --backend local -e 'pass' against
 #     bare /usr/bin/python3 -c pass and a bubblewrap floor (the same
 #     mounts, no code-exec), with where the difference goes: bwrap with
-#     code-exec's hardening flags, the run with its state on tmpfs (no
-#     disk syncs), and code-exec's start-up;
+#     code-exec's hardening flags, the same behind a bare C wrapper
+#     (bench/wrap.c) with and without code-exec's libraries, the run
+#     with its state on tmpfs (no disk syncs), and code-exec's start-up;
 # (b) sync round trip through nyx-sandboxd: code-exec --sync with the
 #     admission piped in (one request) against curl posting the same
 #     request.  One run; prints times and ratios.  See bench/README.md.
@@ -11,7 +12,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 bin=${NYX_BIN:-$root/build/bin}
-make -C "$root" -s all >/dev/null
+make -C "$root" -s all build/bench/wrap build/bench/wrap-libs >/dev/null
+wrap=$root/build/bench/wrap
 tmp=$(mktemp -d)
 pid=
 trap 'if [ -n "$pid" ]; then kill "$pid" 2>/dev/null; fi; rm -rf "$tmp"' EXIT
@@ -42,11 +44,18 @@ hardened="bwrap --unshare-all --unshare-user --disable-userns --die-with-parent
 	--size 67108864 --tmpfs /tmp --size 67108864 --tmpfs /sandbox
 	--ro-bind $tmp/code/main.py /code/main.py --chdir /sandbox
 	/usr/bin/python3 -I /code/main.py"
+# the same bwrap behind the least a program in front of it can be
+# (bench/wrap.c: vfork, execve, wait), bare and with code-exec's
+# libraries: what any wrapper pays on this machine before it does work
+bwrap=$(command -v bwrap)
+wrapped="$wrap $bwrap ${hardened#bwrap }"
+wrapped_libs="$wrap-libs $bwrap ${hardened#bwrap }"
 # (the state directory goes in the environment without a wrapper: a
 # shell in front would add its own start-up, about 0.8 ms, to the row)
 local="$bin/code-exec -q --backend local -l python -e pass"
 python3 "$here/interleave.py" "$runs" "py=/usr/bin/python3 -c pass" \
-	"floor=$floor" "hardened=$hardened" \
+	"floor=$floor" "hardened=$hardened" "wrap=$wrapped" \
+	"wraplibs=$wrapped_libs" \
 	"local=NYX_STATE_DIR=$tmp/state-disk $local" \
 	"shm=NYX_STATE_DIR=$shm $local" "version=$bin/code-exec --version" \
 	"true=/bin/true" >"$tmp/a"
@@ -55,7 +64,9 @@ awk '{ m[$1] = $2 } END {
 	printf "  python3 -c pass                 %8.2f ms\n", m["py"]
 	printf "  bwrap + python3 (floor)         %8.2f ms\n", m["floor"]
 	printf "  bwrap with code-exec'"'"'s flags     %8.2f ms   the hardening: %+.2f ms\n", m["hardened"], m["hardened"] - m["floor"]
-	printf "  code-exec --backend local       %8.2f ms   over the floor %+.2f ms; its own part %+.2f ms\n", m["local"], m["local"] - m["floor"], m["local"] - m["hardened"]
+	printf "    behind a bare C wrapper       %8.2f ms   a process in front: %+.2f ms\n", m["wrap"], m["wrap"] - m["hardened"]
+	printf "    the wrapper with our libraries %7.2f ms   the libraries: %+.2f ms; the wrapper over the floor %+.2f ms\n", m["wraplibs"], m["wraplibs"] - m["wrap"], m["wraplibs"] - m["floor"]
+	printf "  code-exec --backend local       %8.2f ms   over the floor %+.2f ms; its own part %+.2f ms; its work %+.2f ms\n", m["local"], m["local"] - m["floor"], m["local"] - m["hardened"], m["local"] - m["wraplibs"]
 	printf "    the same, state on tmpfs      %8.2f ms   the audit trail'"'"'s syncs: %+.2f ms\n", m["shm"], m["local"] - m["shm"]
 	printf "    code-exec --version           %8.2f ms   start-up over /bin/true: %+.2f ms\n", m["version"], m["version"] - m["true"] }' "$tmp/a"
 
