@@ -128,15 +128,12 @@ $(O)/tests/%: $(O)/obj/tests/unit/%.o $(O)/libnyx.a
 
 # bench/exec.sh's wrappers: bench/wrap.c bare, and linked exactly as the
 # programs are, with their libraries kept (see bench/wrap.c).
-$(O)/bench/wrap: bench/wrap.c
-	@mkdir -p $(@D)
-	@$(QCC) LD $@
-	$(Q)$(CC) $(NYX_CPPFLAGS) $(NYX_CFLAGS) $(CFLAGS) $(NYX_LDFLAGS) $(LDFLAGS) -o $@ $<
-$(O)/bench/wrap-libs: bench/wrap.c
+$(O)/bench/wrap-libs: WRAP_LIBS = -Wl,--no-as-needed $(LIBS) $(LDLIBS)
+$(O)/bench/wrap $(O)/bench/wrap-libs: bench/wrap.c
 	@mkdir -p $(@D)
 	@$(QCC) LD $@
 	$(Q)$(CC) $(NYX_CPPFLAGS) $(NYX_CFLAGS) $(CFLAGS) $(NYX_LDFLAGS) $(LDFLAGS) -o $@ $< \
-	    -Wl,--no-as-needed $(LIBS) $(LDLIBS)
+	    $(WRAP_LIBS)
 
 -include $(LIBOBJ:.o=.d) $(TOOLOBJ:.o=.d) $(SRVOBJ:.o=.d) \
     $(PROGS:%=$(O)/obj/cmd/%.d) $(UNITSRC:tests/unit/%.c=$(O)/obj/tests/unit/%.d)
